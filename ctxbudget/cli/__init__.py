@@ -1,0 +1,29 @@
+"""The `ctxbudget` command line: one group, commands registered from small modules."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import click
+
+from ctxbudget import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ctxbudget")
+def main() -> None:
+    """Pack retrieved evidence for LLM prompts under a hard token budget."""
+
+
+def _register(module: str, *names: str) -> None:
+    mod = importlib.import_module(f"ctxbudget.cli.{module}")
+    for name in names:
+        main.add_command(getattr(mod, name))
+
+
+_register("pack", "pack_cmd", "schema_cmd", "policies_cmd")
+with contextlib.suppress(ModuleNotFoundError):
+    _register("conformal_cmds", "calibrate_cmd", "evaluate_cmd")
+with contextlib.suppress(ModuleNotFoundError):  # the Kafka commands need the `kafka` extra
+    _register("kafka", "broker_cmd", "topics_cmd", "worker_cmd", "demo_cmd")

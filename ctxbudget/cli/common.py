@@ -1,0 +1,68 @@
+"""Helpers shared by the commands: policy location, line reading, output files."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import click
+
+from ctxbudget.errors import ConfigError
+from ctxbudget.policy import PolicyStore, default_policies_dir
+
+
+def policies_dir(option: str | None) -> Path:
+    """--policies, else $CTXBUDGET_POLICIES, else ./policies, else the shipped folder."""
+    if option:
+        return Path(option)
+    env = os.environ.get("CTXBUDGET_POLICIES")
+    if env:
+        return Path(env)
+    local = Path("policies")
+    if (local / "packing").is_dir():
+        return local
+    return default_policies_dir()
+
+
+def load_store(option: str | None) -> PolicyStore:
+    try:
+        return PolicyStore.load(policies_dir(option))
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
+
+
+@contextmanager
+def open_out(path: str | None) -> Iterator[IO[bytes] | None]:
+    """A binary output: None when not asked for, stdout for '-', else the file."""
+    if path is None:
+        yield None
+    elif path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+    else:
+        with open(path, "wb") as fh:
+            yield fh
+
+
+def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of each non-blank line; '-' reads stdin."""
+    fh = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    try:
+        for n, line in enumerate(fh, start=1):
+            line = line.rstrip(b"\r\n")
+            if line.strip():
+                yield n, line
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+def count_lines(path: str) -> int | None:
+    if path == "-":
+        return None
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())

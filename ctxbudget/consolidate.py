@@ -1,0 +1,407 @@
+"""The consolidation stage: one item per source family, every merged chunk_id recorded.
+
+In order, on the candidates the router let through:
+
+1. identical ``chunk_id``s collapse into one (``duplicate``);
+2. an older version of a document beside a newer one is dropped (``stale_version``) unless
+   the query asks about history; with ``query.as_of`` the newest version published on or
+   before that date wins;
+3. overlapping or touching spans of one document merge into one text in document order,
+   and children of one parent are grouped;
+4. exact duplicates after normalisation and near-duplicates (word-shingle Jaccard or
+   containment; cosine when every candidate carries an embedding) form one source family,
+   represented by its best-ranked copy (``duplicate`` / ``near_duplicate`` for the others).
+   Two passages from distinct sources that both reach the policy's independent-authority
+   level are kept apart: they are confirmations, not copies.
+
+Every decision is independent of the input order: candidates are first put in a canonical
+order, and every tie is broken on explicit keys.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ctxbudget.codec import encode
+from ctxbudget.policy import Policy
+from ctxbudget.schemas import (
+    Candidate,
+    CandidateFate,
+    ConsolidatedBatch,
+    ConsolidatedItem,
+    DropReason,
+    Piece,
+    RoutedBatch,
+)
+from ctxbudget.text import containment, jaccard, normalize, shingles, words
+
+PIECE_SEPARATOR = "\n"
+_Key = Callable[[int], tuple[int, float, float, str]]
+
+
+def primary_score_field(cands: Iterable[Candidate]) -> str:
+    """Rerank scores when the batch has any, else retrieval scores."""
+    return "rerank_score" if any(c.rerank_score is not None for c in cands) else "retrieval_score"
+
+
+def _score(c: Candidate, fld: str) -> float | None:
+    v: float | None = getattr(c, fld)
+    return v
+
+
+def rank_key(score: float | None, authority: float, ident: str) -> tuple[int, float, float, str]:
+    """Best first: scored before unscored, higher score, higher authority, then the id."""
+    return (0 if score is not None else 1, -(score or 0.0), -authority, ident)
+
+
+_NUM = re.compile(r"\d+")
+
+
+def version_key(version: str | None, published_at: str | None) -> tuple[tuple[int, ...], str, str]:
+    nums = tuple(int(n) for n in _NUM.findall(version or ""))
+    return (nums, published_at or "", version or "")
+
+
+@dataclass
+class _Unit:
+    """A text made of one or more candidates of one document (merged spans, one parent)."""
+
+    members: list[int]
+    text: str
+    pieces: list[Piece]
+    span_start: int | None
+    best: int = -1
+    shingle_set: frozenset[int] = field(default=frozenset())
+
+
+class Consolidator:
+    """Stage 2: routed batch in, consolidated batch out."""
+
+    def __init__(self, *, policy: Policy) -> None:
+        self.policy = policy
+
+    def run(self, routed: RoutedBatch) -> ConsolidatedBatch:
+        batch = routed.batch
+        cands = batch.candidates
+        fld = primary_score_field(cands[i] for i in routed.admissible)
+
+        def key(i: int) -> tuple[int, float, float, str]:
+            c = cands[i]
+            return rank_key(
+                _score(c, fld), self.policy.authority_of(c.source_id, c.authority), c.chunk_id
+            )
+
+        dropped: list[CandidateFate] = []
+        alive = self._collapse_ids(routed.admissible, cands, key, dropped)
+        if not routed.history:
+            alive = self._drop_stale(alive, cands, batch.query.as_of, dropped)
+        units = self._build_units(alive, cands, key)
+        items = self._families(units, cands, key, fld, dropped)
+        dropped.sort(key=lambda f: (f.chunk_id, f.reason))
+        return ConsolidatedBatch(
+            request_id=routed.request_id, routed=routed, items=tuple(items), dropped=tuple(dropped)
+        )
+
+    # -- 1. identical chunk ids
+
+    @staticmethod
+    def _collapse_ids(
+        admissible: Sequence[int],
+        cands: Sequence[Candidate],
+        key: _Key,
+        dropped: list[CandidateFate],
+    ) -> list[int]:
+        by_id: dict[str, list[int]] = defaultdict(list)
+        for i in admissible:
+            by_id[cands[i].chunk_id].append(i)
+        alive = []
+        for cid in sorted(by_id):
+            # Ties between copies of one chunk id fall back to their canonical JSON, so the
+            # choice never depends on the input order.
+            group = sorted(by_id[cid], key=lambda i: (key(i), encode(cands[i])))
+            alive.append(group[0])
+            dropped.extend(
+                CandidateFate(chunk_id=cid, reason="duplicate", detail="same chunk_id", kept_as=cid)
+                for _ in group[1:]
+            )
+        return alive
+
+    # -- 2. versions
+
+    @staticmethod
+    def _drop_stale(
+        alive: list[int],
+        cands: Sequence[Candidate],
+        as_of: str | None,
+        dropped: list[CandidateFate],
+    ) -> list[int]:
+        by_doc: dict[str, list[int]] = defaultdict(list)
+        for i in alive:
+            by_doc[cands[i].doc_id].append(i)
+        keep: list[int] = []
+        for doc in sorted(by_doc):
+            group = by_doc[doc]
+            versions = {cands[i].version for i in group if cands[i].version is not None}
+            if len(versions) < 2:
+                keep.extend(group)
+                continue
+            eligible = [i for i in group if _published_by(cands[i], as_of)] or group
+            newest = max(version_key(cands[i].version, cands[i].published_at) for i in eligible)
+            for i in group:
+                c = cands[i]
+                if c.version is None or version_key(c.version, c.published_at) == newest:
+                    keep.append(i)
+                else:
+                    dropped.append(
+                        CandidateFate(
+                            chunk_id=c.chunk_id,
+                            reason="stale_version",
+                            detail=f"version {c.version} beside {newest[2] or newest[1]}",
+                        )
+                    )
+        return keep
+
+    # -- 3. spans and parents
+
+    def _build_units(self, alive: list[int], cands: Sequence[Candidate], key: _Key) -> list[_Unit]:
+        by_doc: dict[str, list[int]] = defaultdict(list)
+        for i in sorted(alive, key=lambda i: cands[i].chunk_id):
+            by_doc[cands[i].doc_id].append(i)
+        units: list[_Unit] = []
+        for doc in sorted(by_doc):
+            doc_units = _merge_spans(by_doc[doc], cands)
+            units.extend(_group_parents(doc_units, cands))
+        size = self.policy.near_duplicate.shingle_words
+        for u in units:
+            u.best = min(u.members, key=key)
+            u.shingle_set = shingles(words(u.text), size)
+        return units
+
+    # -- 4. families
+
+    def _families(
+        self,
+        units: list[_Unit],
+        cands: Sequence[Candidate],
+        key: _Key,
+        fld: str,
+        dropped: list[CandidateFate],
+    ) -> list[ConsolidatedItem]:
+        units.sort(key=lambda u: key(u.best))
+        parent = list(range(len(units)))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        exact = [normalize(u.text) for u in units]
+        for a, b in self._similar_pairs(units, cands, exact):
+            if self._independent(cands[units[a].best], cands[units[b].best]):
+                continue
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)  # the better-ranked unit stays the root
+        families: dict[int, list[int]] = defaultdict(list)
+        for u in range(len(units)):
+            families[find(u)].append(u)
+        items = []
+        for root in sorted(families):
+            items.append(self._item(root, families[root], units, cands, exact, fld, dropped))
+        return items
+
+    def _independent(self, a: Candidate, b: Candidate) -> bool:
+        level = self.policy.independent_authority
+        return (
+            a.source_id != b.source_id
+            and self.policy.authority_of(a.source_id, a.authority) >= level
+            and self.policy.authority_of(b.source_id, b.authority) >= level
+        )
+
+    def _similar_pairs(
+        self, units: list[_Unit], cands: Sequence[Candidate], exact: list[str]
+    ) -> list[tuple[int, int]]:
+        nd = self.policy.near_duplicate
+        pairs: set[tuple[int, int]] = set()
+        first_by_text: dict[str, int] = {}
+        for u, text in enumerate(exact):
+            if text in first_by_text:
+                pairs.add((first_by_text[text], u))
+            else:
+                first_by_text[text] = u
+        # Candidate pairs share at least one shingle: an inverted index keeps this linear
+        # in the text size unless many passages really are copies of each other.
+        postings: dict[int, list[int]] = defaultdict(list)
+        for u, unit in enumerate(units):
+            for s in unit.shingle_set:
+                postings[s].append(u)
+        seen: set[tuple[int, int]] = set()
+        for plist in postings.values():
+            if len(plist) < 2:
+                continue
+            for x in range(len(plist)):
+                for y in range(x + 1, len(plist)):
+                    pair = (plist[x], plist[y]) if plist[x] < plist[y] else (plist[y], plist[x])
+                    if pair in seen:
+                        continue
+                    seen.add(pair)
+                    sa, sb = units[pair[0]].shingle_set, units[pair[1]].shingle_set
+                    if jaccard(sa, sb) >= nd.jaccard or containment(sa, sb) >= nd.containment:
+                        pairs.add(pair)
+        pairs.update(_cosine_pairs(units, cands, nd.cosine))
+        return sorted(pairs)
+
+    def _item(
+        self,
+        root: int,
+        family: list[int],
+        units: list[_Unit],
+        cands: Sequence[Candidate],
+        exact: list[str],
+        fld: str,
+        dropped: list[CandidateFate],
+    ) -> ConsolidatedItem:
+        rep_unit = units[root]
+        rep = cands[rep_unit.best]
+        rest = sorted(
+            (m for m in rep_unit.members if m != rep_unit.best), key=lambda m: cands[m].chunk_id
+        )
+        members = [rep_unit.best, *rest]
+        sources = [rep.source_id]
+        for u in family[1:]:  # family[0] is the root: union keeps the better-ranked unit
+            unit = units[u]
+            reason: DropReason = "duplicate" if exact[u] == exact[root] else "near_duplicate"
+            for m in sorted(unit.members, key=lambda m: cands[m].chunk_id):
+                members.append(m)
+                dropped.append(
+                    CandidateFate(chunk_id=cands[m].chunk_id, reason=reason, kept_as=rep.chunk_id)
+                )
+                if cands[m].source_id not in sources:
+                    sources.append(cands[m].source_id)
+        return ConsolidatedItem(
+            item_id=rep.chunk_id,
+            members=tuple(members),
+            unit_size=len(rep_unit.members),
+            chunk_ids=tuple(cands[m].chunk_id for m in members),
+            doc_id=rep.doc_id,
+            source_id=rep.source_id,
+            source_ids=tuple(sources),
+            title=rep.title,
+            version=rep.version,
+            published_at=rep.published_at,
+            text=rep_unit.text,
+            pieces=tuple(rep_unit.pieces),
+            score=_score(rep, fld),
+            authority=self.policy.authority_of(rep.source_id, rep.authority),
+            span_start=rep_unit.span_start,
+        )
+
+
+def _published_by(c: Candidate, as_of: str | None) -> bool:
+    return as_of is None or c.published_at is None or c.published_at <= as_of
+
+
+def _offsets_trusted(c: Candidate) -> bool:
+    return c.span is not None and c.span.end - c.span.start == len(c.text)
+
+
+def _merge_spans(group: list[int], cands: Sequence[Candidate]) -> list[_Unit]:
+    """Merge overlapping or touching spans of one document; others stay single units."""
+    spanned = sorted(
+        (i for i in group if _offsets_trusted(cands[i])),
+        key=lambda i: (cands[i].span.start, cands[i].span.end, cands[i].chunk_id),  # type: ignore[union-attr]
+    )
+    units: list[_Unit] = []
+    for i in spanned:
+        c = cands[i]
+        assert c.span is not None
+        last = units[-1] if units else None
+        end = (last.span_start or 0) + len(last.text) if last is not None else -1
+        if last is not None and c.span.start <= end:
+            if c.span.end > end:
+                skip = end - c.span.start
+                last.pieces.append(
+                    Piece(chunk_id=c.chunk_id, start=skip, end=len(c.text), at=len(last.text))
+                )
+                last.text += c.text[skip:]
+            last.members.append(i)
+            continue
+        units.append(
+            _Unit(
+                members=[i],
+                text=c.text,
+                span_start=c.span.start,
+                pieces=[Piece(chunk_id=c.chunk_id, start=0, end=len(c.text), at=0)],
+            )
+        )
+    for i in group:
+        if not _offsets_trusted(cands[i]):
+            c = cands[i]
+            units.append(
+                _Unit(
+                    members=[i],
+                    text=c.text,
+                    span_start=c.span.start if c.span else None,
+                    pieces=[Piece(chunk_id=c.chunk_id, start=0, end=len(c.text), at=0)],
+                )
+            )
+    return units
+
+
+def _group_parents(units: list[_Unit], cands: Sequence[Candidate]) -> list[_Unit]:
+    """Units of one document whose chunks share a parent become one unit, in document order."""
+    by_parent: dict[str, list[_Unit]] = defaultdict(list)
+    out: list[_Unit] = []
+    for u in units:
+        pid = cands[u.members[0]].parent_id
+        if pid is None:
+            out.append(u)
+        else:
+            by_parent[pid].append(u)
+    for pid in sorted(by_parent):
+        group = sorted(
+            by_parent[pid],
+            key=lambda u: (
+                u.span_start if u.span_start is not None else 1 << 62,
+                cands[u.members[0]].chunk_id,
+            ),
+        )
+        head = group[0]
+        merged = _Unit(
+            members=list(head.members),
+            text=head.text,
+            pieces=list(head.pieces),
+            span_start=head.span_start,
+        )
+        for u in group[1:]:
+            offset = len(merged.text) + len(PIECE_SEPARATOR)
+            merged.text += PIECE_SEPARATOR + u.text
+            merged.members.extend(u.members)
+            merged.pieces.extend(p.model_copy(update={"at": p.at + offset}) for p in u.pieces)
+        out.append(merged)
+    return out
+
+
+def _cosine_pairs(
+    units: list[_Unit], cands: Sequence[Candidate], threshold: float
+) -> list[tuple[int, int]]:
+    """Pairs whose representatives' embeddings are near-identical (all must have one)."""
+    embs = [cands[u.best].embedding for u in units]
+    if len(units) < 2 or any(e is None for e in embs):
+        return []
+    dims = {len(e) for e in embs if e is not None}
+    if len(dims) != 1:
+        return []
+    m = np.asarray(embs, dtype=np.float64)
+    norms = np.linalg.norm(m, axis=1)
+    norms[norms == 0] = 1.0
+    m = m / norms[:, None]
+    sim = m @ m.T
+    xs, ys = np.nonzero(np.triu(sim, k=1) >= threshold)
+    return [(int(x), int(y)) for x, y in zip(xs, ys, strict=True)]

@@ -1,0 +1,278 @@
+"""The compression stage: compress what must shrink, render, count exactly, never exceed.
+
+Selection works on estimates; this stage makes the pack exact. Each admitted item is
+rendered into its envelope and counted with the model's tokenizer (cached by content
+hash). The block's count is the sum of its parts: every envelope ends in ``>\\n`` and the
+next starts with ``<``, a boundary the tokenizer's pre-splitting never crosses, so the sum
+equals the count of the whole block (the tests check this on every pack). When the sum is
+over budget, the lowest-utility item is compressed to fit or dropped (``budget``), and
+the block is counted again; when nothing was over and room is left, the best items that
+waited for budget are tried again (a bounded top-up).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ctxbudget.compress import ExtractiveCompressor, map_range
+from ctxbudget.envelope import CLOSE_SET, OPEN_SET, evidence_id, render_item
+from ctxbudget.order import order_items
+from ctxbudget.policy import Policy
+from ctxbudget.schemas import (
+    Admission,
+    Answerability,
+    CandidateFate,
+    ConsolidatedItem,
+    Coverage,
+    EvidenceItem,
+    Pack,
+    PackedBatch,
+    Trust,
+)
+from ctxbudget.select import header_estimate
+from ctxbudget.tokens import TokenCounter, TokenizerRegistry, estimate_tokens
+
+
+def trust_of(authority: float) -> Trust:
+    if authority >= 0.8:
+        return "high"
+    if authority < 0.3:
+        return "low"
+    return "normal"
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The pack, with what this stage decided (for the trace)."""
+
+    pack: Pack
+    dropped: tuple[CandidateFate, ...]
+    restored: tuple[str, ...]
+    details: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Slot:
+    admission: Admission
+    evidence: EvidenceItem
+    tokens: int
+
+
+class PackFinisher:
+    """Stage 4: packed batch in, Pack out (exactly counted, never over budget)."""
+
+    def __init__(
+        self, *, policy: Policy, tokenizers: TokenizerRegistry, max_topups: int = 2
+    ) -> None:
+        if max_topups < 0:
+            raise ValueError(f"max_topups must be >= 0, got {max_topups}")
+        self.policy = policy
+        self.tokenizers = tokenizers
+        self.max_topups = max_topups
+
+    def run(self, packed: PackedBatch) -> Finished:
+        cb = packed.consolidated
+        routed = cb.routed
+        rules = self.policy.classes[routed.query_class]
+        budget = routed.budget.evidence_budget
+        counter = self.tokenizers.get(routed.batch.model.tokenizer)
+        query = routed.batch.query.text
+        longest_id = max((len(c.chunk_id) for c in routed.batch.candidates), default=8)
+        compressor = ExtractiveCompressor(
+            count=counter.count, span_cost=math.ceil((longest_id + 12) / 2.5)
+        )
+        dropped: list[CandidateFate] = []
+        details: dict[str, Any] = {"recounts": 0, "compressed": [], "topped_up": []}
+
+        def drop(item: ConsolidatedItem) -> None:
+            dropped.extend(
+                CandidateFate(chunk_id=c, reason="budget", detail="exact count")
+                for c in item.chunk_ids[: item.unit_size]
+            )
+
+        slots: list[_Slot] = []
+        for adm in packed.admitted:
+            item = cb.items[adm.item]
+            ev = self._evidence(item, adm.compress_to, compressor, query)
+            if ev is None:
+                drop(item)
+                continue
+            slots.append(self._slot(adm, ev, counter))
+        total = self._total(slots, counter)
+        overflowed = total > budget
+        while total > budget and slots:
+            details["recounts"] += 1
+            victim = min(slots, key=lambda s: (s.admission.utility, -s.admission.rank))
+            item = cb.items[victim.admission.item]
+            target = victim.tokens - (total - budget) - header_estimate(item) - 8
+            ev = None
+            if rules.compression and target >= rules.min_compressed_tokens:
+                ev = self._evidence(item, target, compressor, query)
+            slots.remove(victim)
+            if ev is not None and ev.text != victim.evidence.text:
+                slots.append(self._slot(victim.admission, ev, counter))
+            else:
+                drop(item)
+            total = self._total(slots, counter)
+        restored: list[str] = []
+        if not overflowed:
+            total = self._top_up(
+                packed, slots, total, budget, counter, compressor, query, restored, details
+            )
+        ranked = [s.admission.item for s in sorted(slots, key=lambda s: s.admission.rank)]
+        order = order_items(ranked, cb.items, rules.ordering, versions_adjacent=routed.history)
+        by_item = {s.admission.item: s for s in slots}
+        evidence = tuple(by_item[i].evidence for i in order)
+        rendered = (
+            "" if not evidence else OPEN_SET + "".join(render_item(e) for e in evidence) + CLOSE_SET
+        )
+        details["compressed"] = [e.evidence_id for e in evidence if e.compressed]
+        pack = Pack(
+            request_id=packed.request_id,
+            lane=routed.lane,
+            cohort=routed.cohort,
+            policy=routed.policy,
+            query_class=routed.query_class,
+            budget=routed.budget,
+            evidence=evidence,
+            rendered=rendered,
+            evidence_tokens=total if evidence else 0,
+            answerability=self._answerability(packed, evidence, dropped),
+            dropped=self._drop_counts(packed, dropped, restored),
+            coverage=self._coverage(packed.coverage, dropped),
+            replay=routed.batch.replay,
+        )
+        return Finished(
+            pack=pack, dropped=tuple(dropped), restored=tuple(restored), details=details
+        )
+
+    # -- pieces
+
+    def _evidence(
+        self,
+        item: ConsolidatedItem,
+        compress_to: int | None,
+        compressor: ExtractiveCompressor,
+        query: str,
+    ) -> EvidenceItem | None:
+        text, spans, compressed = item.text, tuple(map_range(item.pieces, 0, len(item.text))), False
+        if compress_to is not None:
+            result = compressor.compress(item.text, item.pieces, query, compress_to)
+            if result is None:
+                return None
+            text, spans, compressed = result.text, result.spans, True
+        return EvidenceItem(
+            evidence_id=evidence_id(item.source_id, item.doc_id, item.item_id, item.text),
+            chunk_ids=item.chunk_ids,
+            doc_id=item.doc_id,
+            source_id=item.source_id,
+            title=item.title,
+            version=item.version,
+            trust=trust_of(item.authority),
+            text=text,
+            spans=spans,
+            tokens=0,
+            compressed=compressed,
+        )
+
+    @staticmethod
+    def _slot(adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
+        n = counter.count(render_item(ev))
+        return _Slot(admission=adm, evidence=ev.model_copy(update={"tokens": n}), tokens=n)
+
+    @staticmethod
+    def _total(slots: list[_Slot], counter: TokenCounter) -> int:
+        if not slots:
+            return 0
+        return counter.count(OPEN_SET) + sum(s.tokens for s in slots) + counter.count(CLOSE_SET)
+
+    def _top_up(
+        self,
+        packed: PackedBatch,
+        slots: list[_Slot],
+        total: int,
+        budget: int,
+        counter: TokenCounter,
+        compressor: ExtractiveCompressor,
+        query: str,
+        restored: list[str],
+        details: dict[str, Any],
+    ) -> int:
+        cb = packed.consolidated
+        rules = self.policy.classes[cb.routed.query_class]
+        sources = Counter(cb.items[s.admission.item].source_id for s in slots)
+        tries = 0
+        for i in packed.budget_dropped:
+            if tries >= self.max_topups or len(slots) >= rules.max_items:
+                break
+            item = cb.items[i]
+            if sources[item.source_id] >= rules.per_source_cap:
+                continue
+            room = budget - (total if slots else counter.count(OPEN_SET + CLOSE_SET))
+            if header_estimate(item) + estimate_tokens(item.text) > room:
+                continue
+            tries += 1
+            adm = Admission(
+                item=i, rank=len(packed.admitted) + tries, utility=-1.0, estimated_tokens=0
+            )
+            ev = self._evidence(item, None, compressor, query)
+            assert ev is not None
+            slot = self._slot(adm, ev, counter)
+            new_total = self._total([*slots, slot], counter)
+            if new_total <= budget:
+                slots.append(slot)
+                total = new_total
+                sources[item.source_id] += 1
+                restored.extend(item.chunk_ids[: item.unit_size])
+                details["topped_up"].append(item.item_id)
+        return total
+
+    def _answerability(
+        self, packed: PackedBatch, evidence: tuple[EvidenceItem, ...], dropped: list[CandidateFate]
+    ) -> Answerability:
+        routed = packed.consolidated.routed
+        if routed.budget.evidence_budget <= 0:
+            return "insufficient_budget"
+        if not evidence:
+            if packed.budget_dropped or packed.admitted or dropped:
+                return "insufficient_budget"
+            return "no_evidence"
+        coverage = self._coverage(packed.coverage, dropped)
+        if packed.uncovered or (
+            coverage is not None and not coverage.guaranteed and coverage.threshold is not None
+        ):
+            return "partial"
+        if routed.query_class == "aggregation" and (
+            packed.budget_dropped
+            or any(f.reason in ("item_cap", "source_cap") for f in packed.dropped)
+        ):
+            return "partial"
+        return "ok"
+
+    @staticmethod
+    def _coverage(coverage: Coverage | None, dropped: list[CandidateFate]) -> Coverage | None:
+        if coverage is None or not dropped or not coverage.guaranteed:
+            return coverage
+        return coverage.model_copy(
+            update={
+                "guaranteed": False,
+                "reason": "exact count forced out passages the filter kept",
+            }
+        )
+
+    @staticmethod
+    def _drop_counts(
+        packed: PackedBatch, dropped: list[CandidateFate], restored: list[str]
+    ) -> dict[str, int]:
+        cb = packed.consolidated
+        counts: Counter[str] = Counter()
+        back = Counter(restored)
+        for fate in (*cb.routed.dropped, *cb.dropped, *packed.dropped, *dropped):
+            if fate.reason == "budget" and back[fate.chunk_id] > 0 and fate.detail is None:
+                back[fate.chunk_id] -= 1
+                continue
+            counts[fate.reason] += 1
+        return dict(sorted(counts.items()))

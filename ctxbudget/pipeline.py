@@ -1,0 +1,90 @@
+"""The four stages composed in-process: what `ctxbudget pack`, the tests and benchmarks run.
+
+The Kafka workers run the very same stage objects one hop at a time, so a pack is
+byte-identical whichever way it was made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ctxbudget.consolidate import Consolidator
+from ctxbudget.finish import PackFinisher
+from ctxbudget.policy import Policy, PolicyStore, RoutingRules
+from ctxbudget.routing import QueryRouter
+from ctxbudget.schemas import CandidateBatch, Lane, Pack, PolicyRef, TraceEvent
+from ctxbudget.select import EvidenceFilter, EvidenceSelector
+from ctxbudget.tokens import TokenizerRegistry
+from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineResult:
+    pack: Pack
+    traces: tuple[TraceEvent, ...]
+
+
+class Pipeline:
+    """Router → consolidator → selector → finisher, for one policy."""
+
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        rules: RoutingRules,
+        tokenizers: TokenizerRegistry,
+        evidence_filter: EvidenceFilter | None = None,
+    ) -> None:
+        self.policy = policy
+        self.router = QueryRouter(policy=policy, rules=rules, tokenizers=tokenizers)
+        self.consolidator = Consolidator(policy=policy)
+        self.selector = EvidenceSelector(policy=policy, evidence_filter=evidence_filter)
+        self.finisher = PackFinisher(policy=policy, tokenizers=tokenizers)
+
+    @classmethod
+    def from_store(
+        cls,
+        store: PolicyStore,
+        ref: str | PolicyRef,
+        *,
+        tokenizers: TokenizerRegistry | None = None,
+    ) -> Pipeline:
+        from ctxbudget.filters import filter_for
+
+        policy, rules = store.get(ref)
+        return cls(
+            policy=policy,
+            rules=rules,
+            tokenizers=tokenizers or TokenizerRegistry(),
+            evidence_filter=filter_for(policy, store.root),
+        )
+
+    def run(
+        self,
+        batch: CandidateBatch,
+        *,
+        lane: Lane = "live",
+        cohort: str = "all",
+        clock: Clock | None = None,
+    ) -> PipelineResult:
+        """Pack one batch. ``clock`` (seconds) only feeds the traces' latency figures."""
+        tick = clock or (lambda: 0.0)
+        t0 = tick()
+        routed = self.router.run(batch, lane=lane, cohort=cohort)
+        t1 = tick()
+        cb = self.consolidator.run(routed)
+        t2 = tick()
+        packed = self.selector.run(cb)
+        t3 = tick()
+        finished = self.finisher.run(packed)
+        t4 = tick()
+        traces = (
+            route_trace(routed, (t1 - t0) * 1000),
+            consolidate_trace(cb, (t2 - t1) * 1000),
+            select_trace(packed, (t3 - t2) * 1000),
+            compress_trace(finished, packed, (t4 - t3) * 1000),
+        )
+        return PipelineResult(pack=finished.pack, traces=traces)

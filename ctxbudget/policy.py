@@ -1,0 +1,229 @@
+"""Packing policies and routing rules: data in YAML, validated into frozen models at load.
+
+A load error names the file, the key path and what was found, for example::
+
+    policies/packing/default@1.yaml: classes.how_to.ceiling: Input should be a valid
+    integer (found 'lots')
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ctxbudget.errors import ConfigError
+from ctxbudget.schemas import QUERY_CLASSES, PolicyRef, QueryClass
+
+Ordering = Literal["relevance", "edges", "document", "chronological"]
+Weight = Annotated[float, Field(ge=0.0, le=10.0)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class Weights(_Model):
+    """Weights of the admission utility; they need not sum to one."""
+
+    relevance: Weight = 0.60
+    novelty: Weight = 0.25
+    authority: Weight = 0.15
+    coverage: Weight = 0.30
+    match: Weight = 0.0
+
+
+class ClassPolicy(_Model):
+    """How one query class is packed."""
+
+    ceiling: Annotated[int, Field(gt=0)]
+    per_source_cap: Annotated[int, Field(ge=1)] = 2
+    max_items: Annotated[int, Field(ge=1)] = 12
+    min_novelty: Unit = 0.2
+    min_relevance: Unit = 0.0
+    weights: Weights = Weights()
+    ordering: Ordering = "relevance"
+    compression: bool = True
+    min_compressed_tokens: Annotated[int, Field(ge=1)] = 24
+    alpha: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
+    distinct_sources: bool = False
+    option_coverage: bool = False
+
+
+class NearDuplicate(_Model):
+    """Thresholds for clustering copies into one source family."""
+
+    jaccard: Unit = 0.6
+    containment: Unit = 0.8
+    cosine: Unit = 0.95
+    shingle_words: Annotated[int, Field(ge=1, le=8)] = 3
+
+
+class Policy(_Model):
+    """A versioned packing policy: budget line items and one rule set per query class."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    version: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    safety_margin: Annotated[int, Field(ge=0)] = 64
+    conversation_cap: Annotated[int, Field(ge=0)] = 1500
+    answer_reserves: dict[str, Annotated[int, Field(ge=0)]]
+    independent_authority: Unit = 0.9
+    default_authority: Unit = 0.5
+    source_authority: dict[str, Unit] = Field(default_factory=dict)
+    near_duplicate: NearDuplicate = NearDuplicate()
+    routing: str = "routing.yaml"
+    calibration: str | None = None
+    fallback_class: QueryClass = "point_lookup"
+    classes: dict[QueryClass, ClassPolicy]
+
+    @model_validator(mode="after")
+    def _complete(self) -> Policy:
+        missing = [c for c in QUERY_CLASSES if c not in self.classes]
+        if missing:
+            raise ValueError(f"classes: missing {', '.join(missing)}")
+        if "default" not in self.answer_reserves:
+            raise ValueError("answer_reserves: needs a 'default' entry")
+        return self
+
+    @property
+    def ref(self) -> PolicyRef:
+        return PolicyRef(name=self.name, version=self.version)
+
+    def reserve_for(self, kind: str) -> int:
+        return self.answer_reserves.get(kind, self.answer_reserves["default"])
+
+    def authority_of(self, source_id: str, given: float | None) -> float:
+        """Authority comes from the source registry first, then the candidate, then default."""
+        if source_id in self.source_authority:
+            return self.source_authority[source_id]
+        return self.default_authority if given is None else given
+
+
+class RoutingRule(_Model):
+    name: Annotated[str, Field(min_length=1)]
+    query_class: QueryClass
+    priority: int = 0
+    patterns: list[str]
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RoutingRule:
+        for p in self.patterns:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"pattern {p!r} does not compile: {e}") from e
+        return self
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{p})" for p in self.patterns), re.IGNORECASE)
+
+
+class RoutingRules(_Model):
+    rules: list[RoutingRule]
+    history_patterns: list[str] = Field(default_factory=list)
+
+    @cached_property
+    def history_regex(self) -> re.Pattern[str] | None:
+        if not self.history_patterns:
+            return None
+        return re.compile("|".join(f"(?:{p})" for p in self.history_patterns), re.IGNORECASE)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _format_validation(path: Path, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        found = e.get("input")
+        shown = "" if isinstance(found, Mapping | list) else f" (found {_short(found)})"
+        lines.append(f"{path}: {loc}: {e['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def read_yaml(path: Path) -> Any:
+    """Read one YAML file with ``safe_load``; errors name the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from e
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+
+
+def _validate(model: type[_M], path: Path, data: Any) -> _M:
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: expected a mapping at the top level, found {type(data).__name__}"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_validation(path, e)) from e
+
+
+def load_policy(path: Path) -> Policy:
+    return _validate(Policy, path, read_yaml(path))
+
+
+def load_routing(path: Path) -> RoutingRules:
+    return _validate(RoutingRules, path, read_yaml(path))
+
+
+class PolicyStore:
+    """Every policy in ``<root>/packing/*.yaml`` with its routing rules, by name@version."""
+
+    def __init__(self, policies: Mapping[str, tuple[Policy, RoutingRules]], root: Path) -> None:
+        if not policies:
+            raise ConfigError(f"{root}: no packing policy found under packing/")
+        self._policies = dict(policies)
+        self.root = root
+
+    @classmethod
+    def load(cls, root: Path) -> PolicyStore:
+        root = Path(root)
+        found: dict[str, tuple[Policy, RoutingRules]] = {}
+        routing_cache: dict[str, RoutingRules] = {}
+        for path in sorted((root / "packing").glob("*.yaml")):
+            policy = load_policy(path)
+            key = str(policy.ref)
+            if key in found:
+                raise ConfigError(f"{path}: policy {key} is defined twice")
+            if policy.routing not in routing_cache:
+                rpath = root / policy.routing
+                if not rpath.exists():
+                    raise ConfigError(f"{path}: routing: file {rpath} does not exist")
+                routing_cache[policy.routing] = load_routing(rpath)
+            found[key] = (policy, routing_cache[policy.routing])
+        return cls(found, root)
+
+    def names(self) -> list[str]:
+        return sorted(self._policies)
+
+    def get(self, ref: str | PolicyRef) -> tuple[Policy, RoutingRules]:
+        key = str(ref)
+        if key not in self._policies:
+            raise ConfigError(f"unknown policy {key!r}; known: {', '.join(self.names())}")
+        return self._policies[key]
+
+
+def default_policies_dir() -> Path:
+    """The ``policies/`` folder: $CTXBUDGET_POLICIES is read by the CLI, never here."""
+    return Path(__file__).resolve().parent.parent / "policies"

@@ -1,0 +1,132 @@
+"""The router stage: authorization, the safety gate, the query class and the budget.
+
+Authorization comes first: a candidate outside the principal's tenant or access labels is
+removed before anything else can look at it, so it never becomes a family member or a
+representative. Classification is deterministic: the highest-priority matching rule wins,
+``query.class_hint`` overrides, and an unmatched or ambiguous query takes the policy's
+fallback class (the narrowest one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxbudget.budget import build_ledger
+from ctxbudget.policy import Policy, PolicyStore, RoutingRules, default_policies_dir
+from ctxbudget.safety import scan_candidate
+from ctxbudget.schemas import (
+    QUERY_CLASSES,
+    Candidate,
+    CandidateBatch,
+    CandidateFate,
+    Lane,
+    Query,
+    QueryClass,
+    RoutedBatch,
+)
+from ctxbudget.tokens import TokenizerRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDecision:
+    query_class: QueryClass
+    rule: str
+
+
+def classify(query: Query, rules: RoutingRules, fallback: QueryClass) -> RouteDecision:
+    """Pick the query class; the decision names the rule that matched (or why none did)."""
+    hint = query.class_hint
+    if hint is not None and hint in QUERY_CLASSES:
+        return RouteDecision(hint, "class_hint")
+    matched = [r for r in rules.rules if r.regex.search(query.text)]
+    suffix = f" (ignored class_hint {hint!r})" if hint is not None else ""
+    if not matched:
+        return RouteDecision(fallback, f"fallback:unmatched{suffix}")
+    top = max(r.priority for r in matched)
+    best = [r for r in matched if r.priority == top]
+    classes = sorted({r.query_class for r in best})
+    if len(classes) > 1:
+        names = ",".join(sorted(r.name for r in best))
+        return RouteDecision(fallback, f"fallback:ambiguous[{names}]{suffix}")
+    rule = min(best, key=lambda r: r.name)
+    return RouteDecision(rule.query_class, rule.name + suffix)
+
+
+def asks_about_history(query: Query, rules: RoutingRules) -> bool:
+    rx = rules.history_regex
+    return bool(rx is not None and rx.search(query.text))
+
+
+def authorization_problem(batch: CandidateBatch, cand: Candidate) -> str | None:
+    """Why ``cand`` may not be shown to the batch's principal, or None."""
+    principal = batch.principal
+    if cand.tenant_id is not None and cand.tenant_id != principal.tenant_id:
+        return "tenant"
+    if cand.access_label is not None and cand.access_label not in principal.access_labels:
+        return "access_label"
+    return None
+
+
+class QueryRouter:
+    """Stage 1: candidate batch in, routed batch out."""
+
+    def __init__(
+        self, *, policy: Policy, rules: RoutingRules, tokenizers: TokenizerRegistry
+    ) -> None:
+        self.policy = policy
+        self.rules = rules
+        self.tokenizers = tokenizers
+
+    def run(
+        self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "all"
+    ) -> RoutedBatch:
+        counter = self.tokenizers.get(batch.model.tokenizer)
+        decision = classify(batch.query, self.rules, self.policy.fallback_class)
+        class_rules = self.policy.classes[decision.query_class]
+        ledger, turns = build_ledger(batch, self.policy, class_rules, counter)
+        admissible: list[int] = []
+        dropped: list[CandidateFate] = []
+        for i, cand in enumerate(batch.candidates):
+            problem = authorization_problem(batch, cand)
+            if problem is not None:
+                dropped.append(
+                    CandidateFate(chunk_id=cand.chunk_id, reason="unauthorized", detail=problem)
+                )
+                continue
+            findings = scan_candidate(cand.title, cand.text)
+            if findings:
+                dropped.append(
+                    CandidateFate(
+                        chunk_id=cand.chunk_id, reason="quarantined", detail=",".join(findings)
+                    )
+                )
+                continue
+            admissible.append(i)
+        return RoutedBatch(
+            request_id=batch.request_id,
+            lane=lane,
+            cohort=cohort,
+            policy=self.policy.ref,
+            query_class=decision.query_class,
+            route_rule=decision.rule,
+            history=asks_about_history(batch.query, self.rules),
+            budget=ledger,
+            conversation_turns=turns,
+            admissible=tuple(admissible),
+            dropped=tuple(dropped),
+            batch=batch,
+        )
+
+
+_DEFAULT: tuple[RoutingRules, QueryClass] | None = None
+
+
+def classify_query(batch: CandidateBatch) -> str:
+    """The query class under the shipped default policy (used by calibration tooling)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        store = PolicyStore.load(default_policies_dir())
+        policy, rules = store.get(store.names()[0])
+        _DEFAULT = (rules, policy.fallback_class)
+    rules, fallback = _DEFAULT
+    return classify(batch.query, rules, fallback).query_class

@@ -1,0 +1,65 @@
+"""The safety gate: retrieved text is evidence, never instructions.
+
+:func:`scan` looks for the signs of a passage that tries to act on the model: instruction
+phrases aimed at the assistant, chat-role lines, tool-call payloads, hidden or direction-
+changing characters, and markup that imitates the evidence envelope or chat templates.
+Any finding quarantines the passage: it is dropped before consolidation, so it can never
+represent a family or ride along as a member.
+"""
+
+from __future__ import annotations
+
+import re
+
+_INSTRUCTION = re.compile(
+    r"\b(ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}\b(previous|prior|above|earlier|"
+    r"all|any|your|the|these)\b[^.\n]{0,30}\b(instructions?|prompts?|rules|directions|"
+    r"guidelines|context|messages?)\b"
+    r"|\byou are now\b|\bfrom now on,? you\b|\bnew instructions?\s*:"
+    r"|\b(reveal|print|output|repeat|leak)\b[^.\n]{0,30}\b(system prompt|hidden prompt|"
+    r"instructions|api key|password|secret)s?\b"
+    r"|\bdo not (tell|inform|mention (this )?to) the user\b"
+    r"|\b(act|behave|respond) as (an?|the) (unrestricted|jailbroken|different)\b"
+    r"|\bpretend (to be|you are)\b",
+    re.IGNORECASE,
+)
+_ROLE_LINE = re.compile(
+    r"(?m)^\s*(#+\s*)?(system|assistant|developer|user|tool)\s*(message|prompt)?\s*:\s*\S"
+    r"|<\|(im_start|im_end|system|user|assistant|endoftext|start_header_id|eot_id)\|?>"
+    r"|\[/?INST\]|<<SYS>>|^\s*###\s*(instruction|system)\b",
+    re.IGNORECASE,
+)
+_TOOL_CALL = re.compile(
+    r"\"(tool_calls?|function_call|tool_use)\"\s*:"
+    r"|<\s*/?\s*(tool_call|function_call|tool_use|invoke|function_calls)\b"
+    r"|\{\s*\"name\"\s*:\s*\"[^\"]+\"\s*,\s*\"(arguments|parameters|input)\"\s*:",
+    re.IGNORECASE,
+)
+_MARKUP = re.compile(
+    r"<\s*/?\s*(evidence|evidence_set|system|instructions?|context|document|documents|"
+    r"source|sources|prompt|untrusted)\b[^>]*>",
+    re.IGNORECASE,
+)
+# Zero-width, bidirectional controls, tag characters, and C0/C1 controls except \t \n \r.
+_HIDDEN = re.compile(
+    "[\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
+    "\U000e0000-\U000e007f\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
+
+CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("instruction", _INSTRUCTION),
+    ("role_text", _ROLE_LINE),
+    ("tool_call", _TOOL_CALL),
+    ("hidden_characters", _HIDDEN),
+    ("envelope_markup", _MARKUP),
+)
+
+
+def scan(text: str) -> tuple[str, ...]:
+    """The names of the checks that ``text`` trips, in a fixed order; empty when clean."""
+    return tuple(name for name, rx in CHECKS if rx.search(text))
+
+
+def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:
+    """Scan a passage's title and text together (either can carry an injection)."""
+    return scan(text if not title else f"{title}\n{text}")

@@ -1,0 +1,348 @@
+"""Wire models of the v1 contract (see ARCHITECTURE.md, "The wire contract").
+
+Every message is a frozen pydantic v2 model. Inputs are validated strictly (a string is
+never coerced into a number, nor the reverse) and unknown fields are ignored so that
+producers may add fields without breaking consumers. Field names are fixed: add, never
+rename. Every top-level message carries ``"schema": "<name>.v1"``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+QueryClass = Literal["point_lookup", "how_to", "comparison", "aggregation", "troubleshooting"]
+QUERY_CLASSES: tuple[QueryClass, ...] = (
+    "point_lookup",
+    "how_to",
+    "comparison",
+    "aggregation",
+    "troubleshooting",
+)
+Lane = Literal["live", "shadow"]
+Trust = Literal["high", "normal", "low", "quarantined"]
+Answerability = Literal["ok", "partial", "no_evidence", "insufficient_budget"]
+
+#: The drop reasons a candidate can carry; each non-admitted candidate has exactly one.
+DropReason = Literal[
+    "unauthorized",
+    "quarantined",
+    "duplicate",
+    "near_duplicate",
+    "stale_version",
+    "conformal",
+    "relevance",
+    "novelty",
+    "source_cap",
+    "item_cap",
+    "budget",
+]
+
+NonNegInt = Annotated[int, Field(ge=0)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: frozen, strict, unknown fields ignored."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="ignore", populate_by_name=True)
+
+
+# ---------------------------------------------------------------- candidate batch
+
+
+class Principal(WireModel):
+    tenant_id: str
+    access_labels: tuple[str, ...] = ()
+
+
+class Query(WireModel):
+    text: str
+    class_hint: str | None = None
+    as_of: str | None = None
+    sub_questions: tuple[str, ...] | None = None
+
+
+class Turn(WireModel):
+    role: str
+    text: str
+
+
+class Instructions(WireModel):
+    text: str | None = None
+    tokens: NonNegInt | None = None
+
+
+class ModelSpec(WireModel):
+    name: str
+    input_limit: Annotated[int, Field(gt=0)]
+    tokenizer: str = "cl100k_base"
+
+
+class AnswerContract(WireModel):
+    kind: str
+    reserve_tokens: NonNegInt | None = None
+
+
+class Span(WireModel):
+    start: NonNegInt
+    end: NonNegInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Span:
+        if self.end < self.start:
+            raise ValueError(f"span end {self.end} is before start {self.start}")
+        return self
+
+
+class Candidate(WireModel):
+    chunk_id: Annotated[str, Field(min_length=1)]
+    doc_id: Annotated[str, Field(min_length=1)]
+    source_id: Annotated[str, Field(min_length=1)]
+    parent_id: str | None = None
+    title: str | None = None
+    text: str
+    version: str | None = None
+    published_at: str | None = None
+    span: Span | None = None
+    retrieval_score: float | None = None
+    rerank_score: float | None = None
+    authority: Unit | None = None
+    access_label: str | None = None
+    tenant_id: str | None = None
+    tokens: NonNegInt | None = None
+    embedding: tuple[float, ...] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("retrieval_score", "rerank_score")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("score must be a finite number")
+        return v
+
+
+class Labels(WireModel):
+    relevant_chunk_ids: tuple[str, ...] = ()
+
+
+class ReplayInfo(WireModel):
+    run_id: Annotated[str, Field(min_length=1)]
+
+
+class CandidateBatch(WireModel):
+    schema_: Literal["ctx.candidate_batch.v1"] = Field(
+        default="ctx.candidate_batch.v1", alias="schema"
+    )
+    request_id: Annotated[str, Field(min_length=1)]
+    tenant_id: str
+    principal: Principal
+    query: Query
+    conversation: tuple[Turn, ...] = ()
+    instructions: Instructions = Instructions()
+    model: ModelSpec
+    answer_contract: AnswerContract
+    candidates: tuple[Candidate, ...] = ()
+    labels: Labels | None = None
+    replay: ReplayInfo | None = None
+
+
+# ---------------------------------------------------------------- pack
+
+
+class PolicyRef(WireModel):
+    name: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class BudgetLedger(WireModel):
+    input_limit: int
+    instructions: int
+    conversation: int
+    answer_reserve: int
+    safety_margin: int
+    ceiling: int
+    evidence_budget: int
+
+
+class EvidenceSpan(WireModel):
+    chunk_id: str
+    start: int
+    end: int
+
+
+class EvidenceItem(WireModel):
+    evidence_id: str
+    chunk_ids: tuple[str, ...]
+    doc_id: str
+    source_id: str
+    title: str | None
+    version: str | None
+    trust: Trust
+    text: str
+    spans: tuple[EvidenceSpan, ...]
+    tokens: int
+    compressed: bool
+
+
+class Coverage(WireModel):
+    alpha: float
+    threshold: float | None
+    n_calibration: int
+    bin: str = "pooled"
+    guaranteed: bool
+    reason: str | None = None
+
+
+class Pack(WireModel):
+    schema_: Literal["ctx.pack.v1"] = Field(default="ctx.pack.v1", alias="schema")
+    request_id: str
+    lane: Lane
+    cohort: str
+    policy: PolicyRef
+    query_class: QueryClass
+    budget: BudgetLedger
+    evidence: tuple[EvidenceItem, ...]
+    rendered: str
+    evidence_tokens: int
+    answerability: Answerability
+    dropped: dict[str, int]
+    coverage: Coverage | None = None
+    replay: ReplayInfo | None = None
+
+
+# ---------------------------------------------------------------- trace, dead letters
+
+
+class CandidateFate(WireModel):
+    """Why one candidate was kept or dropped, as the trace records it."""
+
+    chunk_id: str
+    reason: DropReason
+    detail: str | None = None
+    kept_as: str | None = None
+
+
+class TraceEvent(WireModel):
+    schema_: Literal["ctx.trace_event.v1"] = Field(default="ctx.trace_event.v1", alias="schema")
+    request_id: str
+    stage: Literal["route", "consolidate", "select", "compress"]
+    lane: Lane
+    cohort: str
+    policy: PolicyRef
+    query_class: QueryClass
+    latency_ms: float
+    candidate_count: int
+    accepted_ids: tuple[str, ...] = ()
+    dropped: tuple[CandidateFate, ...] = ()
+    budget: BudgetLedger | None = None
+    evidence_tokens: int | None = None
+    route_rule: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    replay: ReplayInfo | None = None
+
+
+class DeadLetter(WireModel):
+    schema_: Literal["ctx.dead_letter.v1"] = Field(default="ctx.dead_letter.v1", alias="schema")
+    request_id: str | None
+    stage: str
+    error_type: str
+    error: str
+    source: str
+    line: int | None = None
+    offset: int | None = None
+    raw: str
+    raw_encoding: Literal["utf-8", "base64"] = "utf-8"
+
+
+# ------------------------------------------------- stage batches (intermediate topics)
+
+
+class RoutedBatch(WireModel):
+    """Router output: the class, the policy, the budget ledger and who may be packed."""
+
+    schema_: Literal["ctx.routed_batch.v1"] = Field(default="ctx.routed_batch.v1", alias="schema")
+    request_id: str
+    lane: Lane
+    cohort: str
+    policy: PolicyRef
+    query_class: QueryClass
+    route_rule: str
+    history: bool
+    budget: BudgetLedger
+    conversation_turns: int
+    #: Indices into ``batch.candidates`` that passed authorization and the safety gate.
+    admissible: tuple[int, ...]
+    dropped: tuple[CandidateFate, ...]
+    batch: CandidateBatch
+
+
+class Piece(WireModel):
+    """A slice ``[start, end)`` of one chunk's text, placed at offset ``at`` of an item's text."""
+
+    chunk_id: str
+    start: int
+    end: int
+    at: int
+
+
+class ConsolidatedItem(WireModel):
+    """One source family (or merged span group) with its representative first."""
+
+    item_id: str
+    #: Candidate indices, representative first; the first ``unit_size`` form ``text``,
+    #: the rest are consolidated copies.
+    members: tuple[int, ...]
+    unit_size: int
+    chunk_ids: tuple[str, ...]
+    doc_id: str
+    source_id: str
+    source_ids: tuple[str, ...]
+    title: str | None
+    version: str | None
+    published_at: str | None
+    text: str
+    pieces: tuple[Piece, ...]
+    score: float | None
+    authority: float
+    span_start: int | None
+
+
+class ConsolidatedBatch(WireModel):
+    schema_: Literal["ctx.consolidated_batch.v1"] = Field(
+        default="ctx.consolidated_batch.v1", alias="schema"
+    )
+    request_id: str
+    routed: RoutedBatch
+    #: Items ranked best first (score, then authority, then item_id).
+    items: tuple[ConsolidatedItem, ...]
+    dropped: tuple[CandidateFate, ...]
+
+
+class Admission(WireModel):
+    """An item the selector admitted, in rendering order."""
+
+    item: int
+    #: Admission order (0 = admitted first); the ordering policies rank by it.
+    rank: int
+    utility: float
+    estimated_tokens: int
+    #: When set, the item must be compressed to at most this many tokens.
+    compress_to: int | None = None
+
+
+class PackedBatch(WireModel):
+    schema_: Literal["ctx.packed_batch.v1"] = Field(default="ctx.packed_batch.v1", alias="schema")
+    request_id: str
+    consolidated: ConsolidatedBatch
+    admitted: tuple[Admission, ...]
+    #: Items left out only for lack of budget, best first: the finisher may top up with them.
+    budget_dropped: tuple[int, ...]
+    dropped: tuple[CandidateFate, ...]
+    coverage: Coverage | None = None
+    uncovered: tuple[str, ...] = ()

@@ -1,0 +1,109 @@
+"""One TraceEvent per stage per lane, enough to rebuild why each candidate was kept or dropped."""
+
+from __future__ import annotations
+
+from ctxbudget.finish import Finished
+from ctxbudget.schemas import (
+    ConsolidatedBatch,
+    PackedBatch,
+    RoutedBatch,
+    TraceEvent,
+)
+
+
+def _base(routed: RoutedBatch, stage: str, latency_ms: float) -> dict[str, object]:
+    return {
+        "request_id": routed.request_id,
+        "stage": stage,
+        "lane": routed.lane,
+        "cohort": routed.cohort,
+        "policy": routed.policy,
+        "query_class": routed.query_class,
+        "latency_ms": round(latency_ms, 3),
+        "replay": routed.batch.replay,
+    }
+
+
+def route_trace(routed: RoutedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    cands = routed.batch.candidates
+    return TraceEvent.model_validate(
+        {
+            **_base(routed, "route", latency_ms),
+            "candidate_count": len(cands),
+            "accepted_ids": tuple(cands[i].chunk_id for i in routed.admissible),
+            "dropped": routed.dropped,
+            "budget": routed.budget,
+            "route_rule": routed.route_rule,
+            "details": {
+                "conversation_turns_kept": routed.conversation_turns,
+                "conversation_turns": len(routed.batch.conversation),
+                "history": routed.history,
+                "labelled": routed.batch.labels is not None,
+                "relevant_chunk_ids": list(routed.batch.labels.relevant_chunk_ids)
+                if routed.batch.labels is not None
+                else [],
+            },
+        }
+    )
+
+
+def consolidate_trace(cb: ConsolidatedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    routed = cb.routed
+    return TraceEvent.model_validate(
+        {
+            **_base(routed, "consolidate", latency_ms),
+            "candidate_count": len(routed.admissible),
+            "accepted_ids": tuple(it.item_id for it in cb.items),
+            "dropped": cb.dropped,
+            "details": {
+                "families": {
+                    it.item_id: list(it.chunk_ids) for it in cb.items if len(it.chunk_ids) > 1
+                },
+            },
+        }
+    )
+
+
+def select_trace(packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    cb = packed.consolidated
+    items = cb.items
+    return TraceEvent.model_validate(
+        {
+            **_base(cb.routed, "select", latency_ms),
+            "candidate_count": len(items),
+            "accepted_ids": tuple(items[a.item].item_id for a in packed.admitted),
+            "dropped": packed.dropped,
+            "budget": cb.routed.budget,
+            "details": {
+                "ranked": [
+                    items[a.item].item_id for a in sorted(packed.admitted, key=lambda a: a.rank)
+                ],
+                "utility": {items[a.item].item_id: a.utility for a in packed.admitted},
+                "estimated_tokens": sum(a.estimated_tokens for a in packed.admitted),
+                "compress": [items[a.item].item_id for a in packed.admitted if a.compress_to],
+                "uncovered": list(packed.uncovered),
+                "coverage": packed.coverage.model_dump(mode="json") if packed.coverage else None,
+            },
+        }
+    )
+
+
+def compress_trace(finished: Finished, packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    pack = finished.pack
+    return TraceEvent.model_validate(
+        {
+            **_base(packed.consolidated.routed, "compress", latency_ms),
+            "candidate_count": len(packed.admitted),
+            "accepted_ids": tuple(cid for e in pack.evidence for cid in e.chunk_ids),
+            "dropped": finished.dropped,
+            "budget": pack.budget,
+            "evidence_tokens": pack.evidence_tokens,
+            "details": {
+                **finished.details,
+                "restored": list(finished.restored),
+                "answerability": pack.answerability,
+                "dropped_counts": pack.dropped,
+                "evidence_ids": [e.evidence_id for e in pack.evidence],
+            },
+        }
+    )

@@ -1,0 +1,150 @@
+"""Consolidation: families, versions, spans and parents, with every merged id recorded."""
+
+from __future__ import annotations
+
+from ctxbudget.consolidate import Consolidator
+from ctxbudget.policy import PolicyStore
+from ctxbudget.routing import QueryRouter
+from ctxbudget.schemas import Candidate, CandidateBatch, ConsolidatedBatch
+from ctxbudget.tokens import TokenizerRegistry
+from tests.conftest import batch, candidate
+
+PRESS = (
+    "Acme Corp announced on Monday that its new gateway will support 10,000 requests per "
+    "second, a tenfold increase over the previous release, starting in the third quarter."
+)
+
+
+def consolidate(store: PolicyStore, b: CandidateBatch) -> ConsolidatedBatch:
+    policy, rules = store.get("default@1")
+    routed = QueryRouter(policy=policy, rules=rules, tokenizers=TokenizerRegistry()).run(b)
+    return Consolidator(policy=policy).run(routed)
+
+
+def test_identical_chunk_ids_collapse(store: PolicyStore) -> None:
+    """The same chunk twice is one item and one 'duplicate' fate."""
+    c = candidate("c1", "some text here", 2.0)
+    out = consolidate(store, batch([c, c]))
+    assert [it.chunk_ids for it in out.items] == [("c1",)]
+    assert [f.reason for f in out.dropped] == ["duplicate"]
+
+
+def test_syndicated_copies_form_one_family_led_by_the_best_ranked(store: PolicyStore) -> None:
+    """Five copies of a press release are one source, not five confirmations."""
+    copies = [
+        candidate(
+            f"copy{i}", f"Reposted from newswire {i}: " + PRESS.replace(",", ""), score=1.0 + i / 10
+        )
+        for i in range(4)
+    ]
+    orig = candidate("orig", PRESS, score=3.0)
+    other = candidate("other", "A different passage about pricing tiers and discounts.", 2.5)
+    out = consolidate(store, batch([*copies, orig, other]))
+    assert len(out.items) == 2
+    fam = out.items[0]
+    assert fam.item_id == "orig" and fam.chunk_ids[0] == "orig"
+    assert set(fam.chunk_ids) == {"orig", "copy0", "copy1", "copy2", "copy3"}
+    assert {f.reason for f in out.dropped} == {"near_duplicate"}
+    assert all(f.kept_as == "orig" for f in out.dropped)
+
+
+def test_exact_duplicates_after_normalisation_are_duplicates(store: PolicyStore) -> None:
+    """Case and punctuation differences do not make a new source."""
+    out = consolidate(
+        store, batch([candidate("a", "Hello, World!", 2.0), candidate("b", "hello world", 1.0)])
+    )
+    assert [it.chunk_ids for it in out.items] == [("a", "b")]
+    assert [f.reason for f in out.dropped] == ["duplicate"]
+
+
+def test_independent_authoritative_sources_are_kept_apart(store: PolicyStore) -> None:
+    """Two registries publishing the same rule are two confirmations."""
+    a = candidate("a", PRESS, 2.0, source_id="regulator-eu", authority=0.95)
+    b = candidate("b", PRESS + " More.", 1.0, source_id="regulator-us", authority=0.95)
+    assert len(consolidate(store, batch([a, b])).items) == 2
+
+
+def test_an_older_version_beside_a_newer_one_is_stale(store: PolicyStore) -> None:
+    """Old vs new: the newest version wins, the old one is dropped with a reason."""
+    old = candidate("old", "Keys expire after 30 days.", 3.0, doc_id="kb", version="2")
+    new = candidate("new", "Keys expire after 90 days.", 1.0, doc_id="kb", version="10")
+    out = consolidate(store, batch([old, new], query="when do keys expire?"))
+    assert [it.item_id for it in out.items] == ["new"]
+    assert [(f.chunk_id, f.reason) for f in out.dropped] == [("old", "stale_version")]
+
+
+def test_history_questions_keep_every_version(store: PolicyStore) -> None:
+    """'What changed' needs both versions."""
+    old = candidate("old", "Keys expire after 30 days.", 3.0, doc_id="kb", version="1")
+    new = candidate("new", "Keys expire after 90 days.", 1.0, doc_id="kb", version="2")
+    out = consolidate(store, batch([old, new], query="what changed in key expiry since v1?"))
+    assert {it.item_id for it in out.items} == {"old", "new"}
+
+
+def test_as_of_picks_the_version_current_at_that_date(store: PolicyStore) -> None:
+    """With as_of, a version published later is not the current one."""
+    v1 = candidate(
+        "v1",
+        "Rate limit is 60 per minute.",
+        1.0,
+        doc_id="kb",
+        version="1",
+        published_at="2024-01-01",
+    )
+    v2 = candidate(
+        "v2",
+        "Rate limit is 100 per minute.",
+        1.0,
+        doc_id="kb",
+        version="2",
+        published_at="2025-06-01",
+    )
+    out = consolidate(store, batch([v1, v2], as_of="2024-12-31"))
+    assert [it.item_id for it in out.items] == ["v1"]
+
+
+def test_overlapping_spans_merge_in_document_order(store: PolicyStore) -> None:
+    """Overlapping chunks of one document become one text with a span map."""
+    doc = "Alpha beta gamma. Delta epsilon zeta. Eta theta iota. Kappa lambda mu."
+    a = candidate("a", doc[0:37], 1.0, doc_id="d", span={"start": 0, "end": 37})
+    b = candidate("b", doc[18:], 2.0, doc_id="d", span={"start": 18, "end": len(doc)})
+    out = consolidate(store, batch([b, a]))
+    (item,) = out.items
+    assert item.text == doc
+    assert item.chunk_ids == ("b", "a") and item.unit_size == 2
+    assert [(p.chunk_id, p.start, p.end, p.at) for p in item.pieces] == [
+        ("a", 0, 37, 0),
+        ("b", 19, len(doc) - 18, 37),
+    ]
+    assert out.dropped == ()
+
+
+def test_children_of_one_parent_are_grouped(store: PolicyStore) -> None:
+    """Sections of one parent travel together, in document order."""
+    a = candidate(
+        "a", "First step: unplug.", 1.0, doc_id="d", parent_id="p", span={"start": 0, "end": 19}
+    )
+    b = candidate(
+        "b", "Second step: wait.", 2.0, doc_id="d", parent_id="p", span={"start": 100, "end": 118}
+    )
+    (item,) = consolidate(store, batch([b, a])).items
+    assert item.text == "First step: unplug.\nSecond step: wait."
+    assert set(item.chunk_ids) == {"a", "b"}
+
+
+def test_near_duplicate_by_embedding(store: PolicyStore) -> None:
+    """With embeddings on every candidate, cosine finds paraphrased copies."""
+    a = candidate("a", "The cat sat on the mat.", 2.0, embedding=(1.0, 0.0, 0.01))
+    b = candidate("b", "A feline rested upon the rug.", 1.0, embedding=(1.0, 0.0, 0.0))
+    c = candidate("c", "Stock prices fell sharply.", 1.5, embedding=(0.0, 1.0, 0.0))
+    out = consolidate(store, batch([a, b, c]))
+    assert [it.chunk_ids for it in out.items] == [("a", "b"), ("c",)]
+
+
+def test_inputs_are_not_mutated(store: PolicyStore) -> None:
+    """The batch we pass in is equal to itself afterwards (frozen models, no copies changed)."""
+    cands: list[Candidate] = [candidate("a", PRESS, 1.0), candidate("b", PRESS, 2.0)]
+    b = batch(cands)
+    before = b.model_dump()
+    consolidate(store, b)
+    assert b.model_dump() == before
