@@ -41,6 +41,8 @@ from ctxbudget.schemas import (
 from ctxbudget.text import containment, jaccard, normalize, shingles, words
 
 PIECE_SEPARATOR = "\n"
+#: Shingle containment at or above which a passage is a verbatim copy of another.
+VERBATIM = 0.95
 _Key = Callable[[int], tuple[int, float, float, str]]
 
 
@@ -203,7 +205,7 @@ class Consolidator:
 
         exact = [normalize(u.text) for u in units]
         for a, b in self._similar_pairs(units, cands, exact):
-            if self._independent(cands[units[a].best], cands[units[b].best]):
+            if exact[a] != exact[b] and self._independent(units[a], units[b], cands):
                 continue
             ra, rb = find(a), find(b)
             if ra != rb:
@@ -216,12 +218,17 @@ class Consolidator:
             items.append(self._item(root, families[root], units, cands, exact, fld, dropped))
         return items
 
-    def _independent(self, a: Candidate, b: Candidate) -> bool:
+    def _independent(self, ua: _Unit, ub: _Unit, cands: Sequence[Candidate]) -> bool:
+        """Two authoritative sources that say the same thing in their own words are two
+        confirmations; a verbatim copy (one text contained in the other) is still a copy."""
+        a, b = cands[ua.best], cands[ub.best]
         level = self.policy.independent_authority
         return (
             a.source_id != b.source_id
             and self.policy.authority_of(a.source_id, a.authority) >= level
             and self.policy.authority_of(b.source_id, b.authority) >= level
+            and containment(ua.shingle_set, ub.shingle_set) < VERBATIM
+            and jaccard(ua.shingle_set, ub.shingle_set) < VERBATIM
         )
 
     def _similar_pairs(

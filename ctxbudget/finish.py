@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbudget.compress import ExtractiveCompressor, map_range
-from ctxbudget.envelope import CLOSE_SET, OPEN_SET, evidence_id, render_item
+from ctxbudget.envelope import CLOSE_SET, OPEN_SET, evidence_id, render, render_item
 from ctxbudget.order import order_items
 from ctxbudget.policy import Policy
 from ctxbudget.schemas import (
@@ -65,7 +65,7 @@ class PackFinisher:
     """Stage 4: packed batch in, Pack out (exactly counted, never over budget)."""
 
     def __init__(
-        self, *, policy: Policy, tokenizers: TokenizerRegistry, max_topups: int = 2
+        self, *, policy: Policy, tokenizers: TokenizerRegistry, max_topups: int = 8
     ) -> None:
         if max_topups < 0:
             raise ValueError(f"max_topups must be >= 0, got {max_topups}")
@@ -102,7 +102,6 @@ class PackFinisher:
                 continue
             slots.append(self._slot(adm, ev, counter))
         total = self._total(slots, counter)
-        overflowed = total > budget
         while total > budget and slots:
             details["recounts"] += 1
             victim = min(slots, key=lambda s: (s.admission.utility, -s.admission.rank))
@@ -118,17 +117,14 @@ class PackFinisher:
                 drop(item)
             total = self._total(slots, counter)
         restored: list[str] = []
-        if not overflowed:
-            total = self._top_up(
-                packed, slots, total, budget, counter, compressor, query, restored, details
-            )
+        total = self._top_up(
+            packed, slots, total, budget, counter, compressor, query, restored, details
+        )
         ranked = [s.admission.item for s in sorted(slots, key=lambda s: s.admission.rank)]
         order = order_items(ranked, cb.items, rules.ordering, versions_adjacent=routed.history)
         by_item = {s.admission.item: s for s in slots}
         evidence = tuple(by_item[i].evidence for i in order)
-        rendered = (
-            "" if not evidence else OPEN_SET + "".join(render_item(e) for e in evidence) + CLOSE_SET
-        )
+        rendered = render(evidence, self.policy.envelope_location)
         details["compressed"] = [e.evidence_id for e in evidence if e.compressed]
         pack = Pack(
             request_id=packed.request_id,
@@ -178,9 +174,8 @@ class PackFinisher:
             compressed=compressed,
         )
 
-    @staticmethod
-    def _slot(adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
-        n = counter.count(render_item(ev))
+    def _slot(self, adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
+        n = counter.count(render_item(ev, self.policy.envelope_location))
         return _Slot(admission=adm, evidence=ev.model_copy(update={"tokens": n}), tokens=n)
 
     @staticmethod
@@ -201,34 +196,14 @@ class PackFinisher:
         restored: list[str],
         details: dict[str, Any],
     ) -> int:
-        cb = packed.consolidated
-        rules = self.policy.classes[cb.routed.query_class]
-        sources = Counter(cb.items[s.admission.item].source_id for s in slots)
-        tries = 0
-        for i in packed.budget_dropped:
-            if tries >= self.max_topups or len(slots) >= rules.max_items:
-                break
-            item = cb.items[i]
-            if sources[item.source_id] >= rules.per_source_cap:
-                continue
-            room = budget - (total if slots else counter.count(OPEN_SET + CLOSE_SET))
-            if header_estimate(item) + estimate_tokens(item.text) > room:
-                continue
-            tries += 1
-            adm = Admission(
-                item=i, rank=len(packed.admitted) + tries, utility=-1.0, estimated_tokens=0
-            )
-            ev = self._evidence(item, None, compressor, query)
-            assert ev is not None
-            slot = self._slot(adm, ev, counter)
-            new_total = self._total([*slots, slot], counter)
-            if new_total <= budget:
-                slots.append(slot)
-                total = new_total
-                sources[item.source_id] += 1
-                restored.extend(item.chunk_ids[: item.unit_size])
-                details["topped_up"].append(item.item_id)
-        return total
+        """Fill the room the estimates left: whole items first, then one compressed item."""
+        filler = _Filler(self, packed, slots, total, budget, counter, compressor, query)
+        filler.whole_items()
+        filler.one_compressed()
+        for item in filler.added:
+            restored.extend(item.chunk_ids[: item.unit_size])
+            details["topped_up"].append(item.item_id)
+        return filler.total
 
     def _answerability(
         self, packed: PackedBatch, evidence: tuple[EvidenceItem, ...], dropped: list[CandidateFate]
@@ -276,3 +251,86 @@ class PackFinisher:
                 continue
             counts[fate.reason] += 1
         return dict(sorted(counts.items()))
+
+
+class _Filler:
+    """Tries the items that waited for budget, each checked with an exact count."""
+
+    def __init__(
+        self,
+        finisher: PackFinisher,
+        packed: PackedBatch,
+        slots: list[_Slot],
+        total: int,
+        budget: int,
+        counter: TokenCounter,
+        compressor: ExtractiveCompressor,
+        query: str,
+    ) -> None:
+        self.finisher = finisher
+        self.packed = packed
+        self.items = packed.consolidated.items
+        self.rules = finisher.policy.classes[packed.consolidated.routed.query_class]
+        self.slots = slots
+        self.total = total
+        self.budget = budget
+        self.counter = counter
+        self.compressor = compressor
+        self.query = query
+        self.sources = Counter(self.items[s.admission.item].source_id for s in slots)
+        self.waiting = list(packed.budget_dropped)
+        self.tries = 0
+        self.added: list[ConsolidatedItem] = []
+
+    def room(self) -> int:
+        used = self.total if self.slots else self.counter.count(OPEN_SET + CLOSE_SET)
+        return self.budget - used
+
+    def fits_caps(self, i: int) -> bool:
+        return (
+            len(self.slots) < self.rules.max_items
+            and self.sources[self.items[i].source_id] < self.rules.per_source_cap
+        )
+
+    def whole_items(self) -> None:
+        for i in list(self.waiting):
+            if self.tries >= self.finisher.max_topups:
+                return
+            item = self.items[i]
+            estimate = header_estimate(item) + estimate_tokens(item.text)
+            if self.fits_caps(i) and estimate * 0.9 <= self.room() and self.attempt(i, None):
+                self.waiting.remove(i)
+
+    def one_compressed(self) -> None:
+        if not self.rules.compression or self.tries >= self.finisher.max_topups:
+            return
+        for i in self.waiting:
+            target = self.room() - header_estimate(self.items[i]) - 4
+            if target < self.rules.min_compressed_tokens:
+                return
+            if self.fits_caps(i):
+                self.attempt(i, target)
+                return
+
+    def attempt(self, i: int, compress_to: int | None) -> bool:
+        self.tries += 1
+        item = self.items[i]
+        adm = Admission(
+            item=i,
+            rank=len(self.packed.admitted) + self.tries,
+            utility=-1.0,
+            estimated_tokens=0,
+            compress_to=compress_to,
+        )
+        ev = self.finisher._evidence(item, compress_to, self.compressor, self.query)
+        if ev is None:
+            return False
+        slot = self.finisher._slot(adm, ev, self.counter)
+        new_total = self.finisher._total([*self.slots, slot], self.counter)
+        if new_total > self.budget:
+            return False
+        self.slots.append(slot)
+        self.total = new_total
+        self.sources[item.source_id] += 1
+        self.added.append(item)
+        return True

@@ -79,6 +79,9 @@ class Policy(_Model):
     default_authority: Unit = 0.5
     source_authority: dict[str, Unit] = Field(default_factory=dict)
     near_duplicate: NearDuplicate = NearDuplicate()
+    #: "always": every envelope names its chunk location; "partial": only when the text is
+    #: merged or compressed (the Pack's spans always hold it, and the id resolves to them).
+    envelope_location: Literal["always", "partial"] = "partial"
     routing: str = "routing.yaml"
     calibration: str | None = None
     fallback_class: QueryClass = "point_lookup"

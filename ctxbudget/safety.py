@@ -24,7 +24,7 @@ _INSTRUCTION = re.compile(
     re.IGNORECASE,
 )
 _ROLE_LINE = re.compile(
-    r"(?m)^\s*(#+\s*)?(system|assistant|developer|user|tool)\s*(message|prompt)?\s*:\s*\S"
+    r"(?m)^\s*(#+\s*)?(system|assistant|developer)\s*(message|prompt)?\s*:\s*\S"
     r"|<\|(im_start|im_end|system|user|assistant|endoftext|start_header_id|eot_id)\|?>"
     r"|\[/?INST\]|<<SYS>>|^\s*###\s*(instruction|system)\b",
     re.IGNORECASE,

@@ -29,6 +29,7 @@ from ctxbudget.policy import ClassPolicy, Policy
 from ctxbudget.schemas import (
     Admission,
     Candidate,
+    CandidateBatch,
     CandidateFate,
     ConsolidatedBatch,
     ConsolidatedItem,
@@ -41,12 +42,18 @@ from ctxbudget.text import STOPWORDS, content_terms, shingles, words
 from ctxbudget.tokens import estimate_tokens
 
 
+class BoundEvidenceFilter(Protocol):
+    def keep(self, candidate: Candidate, query_class: str) -> bool: ...
+
+
 class EvidenceFilter(Protocol):
     """A pre-admission filter with a coverage statement (the conformal filter)."""
 
-    def keep(self, query: Query, candidate: Candidate, query_class: str) -> bool: ...
+    def bind(self, batch: CandidateBatch) -> BoundEvidenceFilter: ...
 
-    def coverage(self, query_class: str) -> Coverage: ...
+    def applies_to(self, query_class: str) -> bool: ...
+
+    def coverage(self, query_class: str) -> Coverage | None: ...
 
 
 @dataclass(slots=True)
@@ -147,8 +154,9 @@ def troubleshooting_signals(text: str) -> frozenset[str]:
 
 def header_estimate(item: ConsolidatedItem) -> int:
     """Tokens of an item's envelope header and closing tag (ids tokenize densely)."""
-    chars = 110 + len(item.source_id) + len(item.doc_id) + len(item.version or "")
-    chars += len(item.title or "") + sum(len(p.chunk_id) + 14 for p in item.pieces)
+    chars = 50 + len(item.source_id) + len(item.version or "") + len(item.title or "")
+    if len(item.pieces) > 1:
+        chars += sum(len(p.chunk_id) + 12 for p in item.pieces)
     return math.ceil(chars / 2.5) + 4
 
 
@@ -168,12 +176,15 @@ class EvidenceSelector:
         coverage = None
         items = cb.items
         eligible = list(range(len(items)))
-        if self.evidence_filter is not None:
-            coverage = self.evidence_filter.coverage(routed.query_class)
+        ef = self.evidence_filter
+        if ef is not None and ef.applies_to(routed.query_class):
+            coverage = ef.coverage(routed.query_class)
+            bound = ef.bind(routed.batch)
             cands = routed.batch.candidates
             kept = []
             for i in eligible:
-                if self.evidence_filter.keep(query, cands[items[i].members[0]], routed.query_class):
+                # A family is judged by its representative, the copy retrieval ranked best.
+                if bound.keep(cands[items[i].members[0]], routed.query_class):
                     kept.append(i)
                 else:
                     fates[i] = "conformal"

@@ -58,10 +58,20 @@ def test_exact_duplicates_after_normalisation_are_duplicates(store: PolicyStore)
 
 
 def test_independent_authoritative_sources_are_kept_apart(store: PolicyStore) -> None:
-    """Two registries publishing the same rule are two confirmations."""
+    """Two registries stating the same rule in their own words are two confirmations."""
     a = candidate("a", PRESS, 2.0, source_id="regulator-eu", authority=0.95)
-    b = candidate("b", PRESS + " More.", 1.0, source_id="regulator-us", authority=0.95)
+    reworded = PRESS.replace("announced on Monday that", "said this week").replace(
+        "starting in", "from"
+    )
+    b = candidate("b", reworded, 1.0, source_id="regulator-us", authority=0.95)
     assert len(consolidate(store, batch([a, b])).items) == 2
+
+
+def test_a_verbatim_copy_on_an_authoritative_site_is_still_a_copy(store: PolicyStore) -> None:
+    """Authority does not turn a reposted text into an independent confirmation."""
+    a = candidate("a", PRESS, 2.0, source_id="regulator-eu", authority=0.95)
+    b = candidate("b", "Reposted: " + PRESS, 1.0, source_id="mirror", authority=0.95)
+    assert len(consolidate(store, batch([a, b])).items) == 1
 
 
 def test_an_older_version_beside_a_newer_one_is_stale(store: PolicyStore) -> None:

@@ -1,0 +1,5 @@
+"""`python -m ctxbudget` is the `ctxbudget` command."""
+
+from ctxbudget.cli import main
+
+main()

@@ -1,0 +1,254 @@
+"""``ctxbudget calibrate`` and ``ctxbudget evaluate``: the conformal filter's tooling.
+
+Both read labelled ``ctx.candidate_batch.v1`` JSONL. A bad line is reported on stderr with its
+line number and error, counted, and skipped; the command still finishes, and exits with status 1.
+The lead registers ``calibrate_cmd`` and ``evaluate_cmd`` on the ``ctxbudget`` group.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from ctxbudget.conformal import (
+    DEFAULT_MIN_PER_CLASS,
+    SCORER_NAMES,
+    CalibrationError,
+    CalibrationFile,
+    batches_sha256,
+    calibrate,
+    load_calibration,
+    save_calibration,
+    scorer_from_name,
+    split_by_query,
+)
+from ctxbudget.evaluation import DEFAULT_TOLERANCE, evaluate, render_table
+from ctxbudget.schemas import CandidateBatch
+
+FALLBACK_CLASS = "point_lookup"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledInput:
+    batches: tuple[CandidateBatch, ...]
+    lines: dict[str, list[str]]  # request_id -> raw lines, to write a held-out split unchanged
+    n_bad: int
+
+
+def read_labelled(path: Path) -> LabelledInput:
+    """Read JSONL batches; report each bad line on stderr and go on."""
+    batches: list[CandidateBatch] = []
+    lines: dict[str, list[str]] = {}
+    n_bad = 0
+    try:
+        fh = path.open("r", encoding="utf-8")
+    except OSError as e:
+        raise click.ClickException(f"{path}: cannot read: {e.strerror or e}") from e
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            text = raw.strip()
+            if not text:
+                continue
+            try:
+                batch = CandidateBatch.model_validate_json(text)
+            except ValidationError as e:
+                n_bad += 1
+                first = e.errors()[0]
+                loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+                more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
+                click.echo(f"{path}:{lineno}: bad batch: {loc}: {first['msg']}{more}", err=True)
+                continue
+            except UnicodeDecodeError as e:  # pragma: no cover - decoded by open() already
+                n_bad += 1
+                click.echo(f"{path}:{lineno}: bad batch: {e}", err=True)
+                continue
+            batches.append(batch)
+            lines.setdefault(batch.request_id, []).append(text)
+    if n_bad:
+        click.echo(f"{path}: {n_bad} bad line(s) skipped", err=True)
+    return LabelledInput(tuple(batches), lines, n_bad)
+
+
+def resolve_classifier() -> Callable[[CandidateBatch], str]:
+    """``query.class_hint`` when set, else ``ctxbudget.routing.classify_query(batch)`` when that
+    exists, else ``point_lookup`` (with one warning)."""
+    routed: Callable[[CandidateBatch], object] | None
+    try:
+        from ctxbudget.routing import classify_query  # type: ignore[import-not-found,attr-defined,unused-ignore]
+    except ImportError as e:
+        click.echo(
+            f"warning: ctxbudget.routing.classify_query is not available ({e}); queries without "
+            f"a class_hint are classed {FALLBACK_CLASS!r}",
+            err=True,
+        )
+        routed = None
+    else:
+        routed = classify_query
+
+    def classify(batch: CandidateBatch) -> str:
+        if batch.query.class_hint:
+            return batch.query.class_hint
+        if routed is None:
+            return FALLBACK_CLASS
+        result = routed(batch)
+        if isinstance(result, str):
+            return result
+        query_class = getattr(result, "query_class", None)
+        if isinstance(query_class, str):
+            return query_class
+        raise click.ClickException(
+            f"ctxbudget.routing.classify_query returned {type(result).__name__}, not a class name"
+        )
+
+    return classify
+
+
+def _parse_date(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return datetime.date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO date (YYYY-MM-DD)") from None
+
+
+def _summary(cal: CalibrationFile) -> str:
+    out = [
+        f"calibration {cal.name}@{cal.version}: scorer {cal.scorer} "
+        f"(requested {cal.scorer_requested}), {cal.n_queries} queries, {cal.n_relevant} relevant "
+        f"passages ({cal.n_queries_without_relevant} queries without a relevant candidate, "
+        f"{cal.n_relevant_unscored} relevant unscored, {cal.n_queries_unlabelled} unlabelled)"
+    ]
+    for key, e in cal.pooled.items():
+        thr = f"{e.threshold:.6g}" if e.threshold is not None else "inf (keep all)"
+        out.append(f"  alpha={key}: pooled threshold {thr} (rank {e.rank} of n={e.n})")
+    for cls, info in cal.class_info.items():
+        out.append(
+            f"  class {cls}: {info.n_queries} queries, {info.n_relevant} relevant -> bin {info.bin}"
+            + (f" ({info.reason})" if info.reason else "")
+        )
+    return "\n".join(out)
+
+
+@click.command("calibrate")
+@click.argument("labelled", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--alpha", "alphas", type=float, multiple=True, help="target miss rate (repeat)")
+@click.option("--by-class", is_flag=True, help="also calibrate per query class (Mondrian)")
+@click.option("--scorer", type=click.Choice(SCORER_NAMES), default="auto", show_default=True)
+@click.option("--calib-fraction", type=float, default=1.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--split-test",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="write the held-out queries (1 - calib-fraction) here, lines unchanged",
+)
+@click.option("--min-per-class", type=int, default=DEFAULT_MIN_PER_CLASS, show_default=True)
+@click.option("--name", default=None, help="calibration name (default: the output file's stem)")
+@click.option("--version", "version_", default="1", show_default=True)
+@click.option("--created", callback=_parse_date, help="ISO date to record (default: today)")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.pass_context
+def calibrate_cmd(
+    ctx: click.Context,
+    labelled: Path,
+    alphas: tuple[float, ...],
+    by_class: bool,
+    scorer: str,
+    calib_fraction: float,
+    seed: int,
+    split_test: Path | None,
+    min_per_class: int,
+    name: str | None,
+    version_: str,
+    created: str | None,
+    output: Path,
+) -> None:
+    """Calibrate conformal thresholds on LABELLED (JSONL of labelled candidate batches)."""
+    alphas = alphas or (0.05, 0.1, 0.2)
+    if not 0.0 < calib_fraction <= 1.0:
+        raise click.BadParameter("must be in (0, 1]", param_hint="--calib-fraction")
+    if split_test is not None and calib_fraction >= 1.0:
+        raise click.UsageError("--split-test needs --calib-fraction below 1 (e.g. 0.5)")
+    data = read_labelled(labelled)
+    split = split_by_query(data.batches, calib_fraction=calib_fraction, seed=seed)
+    if calib_fraction < 1.0 and split_test is None:
+        click.echo(
+            f"warning: {len(split.test)} held-out batches are not written (no --split-test)",
+            err=True,
+        )
+    try:
+        cal = calibrate(
+            split.calibration,
+            alphas=alphas,
+            scorer=scorer_from_name(scorer),
+            by_class=by_class,
+            classify=resolve_classifier() if by_class else None,
+            min_per_class=min_per_class,
+            data_hash=batches_sha256(split.calibration),
+            created=created or datetime.date.today().isoformat(),
+            name=name or output.stem,
+            version=version_,
+        )
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    save_calibration(cal, output)
+    click.echo(_summary(cal))
+    click.echo(f"wrote {output}")
+    if split_test is not None:
+        split_test.parent.mkdir(parents=True, exist_ok=True)
+        with split_test.open("w", encoding="utf-8") as fh:
+            for rid in sorted({b.request_id for b in split.test}):
+                for line in data.lines[rid]:
+                    fh.write(line + "\n")
+        click.echo(f"wrote {len(split.test)} held-out batches to {split_test}")
+    if data.n_bad:
+        ctx.exit(1)
+
+
+@click.command("evaluate")
+@click.argument("labelled", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--calibration",
+    "calibration_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+)
+@click.option("--alpha", "alphas", type=float, multiple=True, help="default: all in the file")
+@click.option("--tolerance", type=float, default=DEFAULT_TOLERANCE, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.pass_context
+def evaluate_cmd(
+    ctx: click.Context,
+    labelled: Path,
+    calibration_path: Path,
+    alphas: tuple[float, ...],
+    tolerance: float,
+    as_json: bool,
+) -> None:
+    """Evaluate a calibration on held-out LABELLED batches, beside top-k and a fixed cutoff."""
+    try:
+        cal = load_calibration(calibration_path)
+    except CalibrationError as e:
+        raise click.ClickException(str(e)) from e
+    data = read_labelled(labelled)
+    try:
+        report = evaluate(
+            data.batches,
+            cal,
+            classify=resolve_classifier() if cal.by_class else (lambda b: FALLBACK_CLASS),
+            alphas=alphas or None,
+            tolerance=tolerance,
+        )
+    except (CalibrationError, ValueError) as e:
+        raise click.ClickException(str(e)) from e
+    if as_json:
+        click.echo(report.model_dump_json(by_alias=True, indent=2))
+    else:
+        click.echo(render_table(report), nl=False)
+    if data.n_bad:
+        ctx.exit(1)
