@@ -20,8 +20,13 @@ pytestmark = pytest.mark.e2e
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "ctxbudget", *args], cwd=cwd,
-                          capture_output=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxbudget", *args],
+        cwd=cwd,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _policies_with(tmp: Path, calibration: str | None, alpha: str) -> Path:
@@ -43,13 +48,25 @@ def test_calibrate_then_pack_carries_coverage(tmp_path: Path) -> None:
     write_traffic(train, tmp_path / "train.jsonl")
     write_traffic(test, tmp_path / "test.jsonl")
     cal = tmp_path / "cal.json"
-    proc = _run("calibrate", str(tmp_path / "train.jsonl"), "--alpha", "0.1", "--alpha", "0.2",
-                "-o", str(cal), "--created", "2026-01-01", cwd=tmp_path)
+    proc = _run(
+        "calibrate",
+        str(tmp_path / "train.jsonl"),
+        "--alpha",
+        "0.1",
+        "--alpha",
+        "0.2",
+        "-o",
+        str(cal),
+        "--created",
+        "2026-01-01",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     root = _policies_with(tmp_path, str(cal), "0.2")
     out = tmp_path / "packs.jsonl"
-    proc = _run("pack", str(tmp_path / "test.jsonl"), "--policies", str(root), "-o", str(out),
-                cwd=tmp_path)
+    proc = _run(
+        "pack", str(tmp_path / "test.jsonl"), "--policies", str(root), "-o", str(out), cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     packs = [orjson.loads(x) for x in out.read_bytes().splitlines()]
     assert len(packs) == 40
@@ -65,10 +82,11 @@ def test_a_missing_calibration_is_an_error_at_load(tmp_path: Path) -> None:
     """Never a silent pass-through: the policy names a file that is not there."""
     root = _policies_with(tmp_path, "calibration/missing.json", "0.2")
     policy = load_policy(root / "packing" / "default@1.yaml")
-    with pytest.raises(CalibrationError, match="missing.json"):
+    with pytest.raises(CalibrationError, match=r"missing\.json"):
         filter_for(policy, root)
-    proc = _run("pack", str(REPO / "examples" / "batches.jsonl"), "--policies", str(root),
-                cwd=tmp_path)
+    proc = _run(
+        "pack", str(REPO / "examples" / "batches.jsonl"), "--policies", str(root), cwd=tmp_path
+    )
     assert proc.returncode != 0 and b"missing.json" in proc.stderr
 
 
