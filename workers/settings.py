@@ -1,0 +1,75 @@
+"""Worker configuration: environment variables with the CTXBUDGET_ prefix, built once, frozen.
+
+Secrets (SASL password) are never printed: ``WorkerSettings.describe()`` masks them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TopicNames(BaseModel):
+    """Topic names (v1 contract); override one with e.g. CTXBUDGET_TOPICS__PACKS=my.packs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    candidates: str = "ctx.candidates.v1"
+    routed: str = "ctx.routed.v1"
+    consolidated: str = "ctx.consolidated.v1"
+    packed: str = "ctx.packed.v1"
+    packs: str = "ctx.packs.v1"
+    shadow: str = "ctx.shadow.v1"
+    audit: str = "ctx.audit.v1"
+    control: str = "ctx.control.v1"
+    deadletter: str = "ctx.deadletter.v1"
+
+
+class WorkerSettings(BaseSettings):
+    """Everything a worker needs to know, from CTXBUDGET_* variables (or a .env file)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CTXBUDGET_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        frozen=True,
+        extra="ignore",
+    )
+
+    brokers: str = Field(default="127.0.0.1:9092", description="bootstrap servers, comma-separated")
+    app_id: str = "ctxbudget"
+    group_prefix: str = "ctxbudget"
+    topics: TopicNames = TopicNames()
+    policies: Path | None = None
+    policy: str = "default@1"
+    concurrency: int = Field(default=1, ge=1, le=64)
+    cpu_threads: int = Field(default=2, ge=1, le=64)
+    session_timeout_s: float = Field(default=6.0, gt=0)
+    heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    rebalance_timeout_s: float = Field(default=10.0, gt=0)
+    commit_interval_s: float = Field(default=1.0, gt=0)
+    max_message_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    write_intermediate: bool = Field(
+        default=False, description="fused worker: also write routed/consolidated/packed topics"
+    )
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    def bootstrap(self) -> list[str]:
+        return [b.strip() for b in self.brokers.split(",") if b.strip()]
+
+    def describe(self) -> dict[str, object]:
+        """The settings as a dict safe to log (the password masked)."""
+        data = self.model_dump(mode="json")
+        if self.sasl_password is not None:
+            data["sasl_password"] = "**********"
+        return data
