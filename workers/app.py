@@ -13,6 +13,8 @@ and fetching; the loop's lag is measured every half second and reported in the m
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import ssl
 import time
 from collections.abc import Sequence
@@ -88,6 +90,7 @@ class WorkerApp:
         )
         self.max_lag_ms = 0.0
         name = "-".join(self.stages) if len(self.stages) < 4 else "all"
+        self._datadir = tempfile.mkdtemp(prefix=f"ctxbudget-{name}-")
         self.app = faust.App(
             f"{settings.group_prefix}-{name}",
             broker=[f"kafka://{b}" for b in settings.bootstrap()],
@@ -106,6 +109,11 @@ class WorkerApp:
             topic_allow_declare=False,
             web_enabled=False,
             processing_guarantee="at_least_once",
+            # No tables: state lives in memory, and each process gets its own scratch folder
+            # (two workers in one folder would otherwise share faust's data directory).
+            store="memory://",
+            datadir=self._datadir,
+            broker_request_timeout=max(30.0, settings.session_timeout_s * 2),
         )
         self._out_topics: dict[str, faust.TopicT] = {}
         for stage in self.stages:
@@ -181,3 +189,4 @@ class WorkerApp:
             worker.execute_from_commandline()
         finally:
             self.executor.shutdown(wait=True)
+            shutil.rmtree(self._datadir, ignore_errors=True)

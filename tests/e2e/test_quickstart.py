@@ -37,12 +37,30 @@ def _ctxbudget(
     )
 
 
-def test_the_quick_start_main_job_runs(tmp_path: Path) -> None:
-    """`./dev demo` packs the example file and prints the summary line."""
+@pytest.mark.broker
+def test_the_quick_start_main_job_runs_on_the_embedded_broker() -> None:
+    """`./dev demo`: broker, topics, workers, traffic; every pack identical to the CLI's."""
+    _mark_installed()
+    proc = subprocess.run(
+        ["./dev", "demo", "--repeat", "5"], cwd=REPO, env=_env(), capture_output=True,
+        timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    out = proc.stdout.decode()
+    assert "35 batches produced, 35 packs received, 1 dead letter(s)" in out
+    assert "35/35 packs byte-identical" in out
+
+
+def _mark_installed() -> None:
     if not (Path(sys.prefix) / ".installed").exists():
         (Path(sys.prefix) / ".installed").touch()
+
+
+def test_dev_pack_packs_the_example_file() -> None:
+    """`./dev pack` writes out/packs.jsonl and prints the summary line."""
+    _mark_installed()
     proc = subprocess.run(
-        ["./dev", "demo"], cwd=REPO, env=_env(), capture_output=True, timeout=600, check=False
+        ["./dev", "pack"], cwd=REPO, env=_env(), capture_output=True, timeout=600, check=False
     )
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"pack: 7 batches, 7 packs, 0 dead letters" in proc.stderr
