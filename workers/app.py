@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 import ssl
+import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
