@@ -171,7 +171,7 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
 
 
-def _validate(model: type[_M], path: Path, data: Any) -> _M:
+def validate_config(model: type[_M], path: Path, data: Any) -> _M:
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected a mapping at the top level, found {type(data).__name__}"
@@ -183,11 +183,11 @@ def _validate(model: type[_M], path: Path, data: Any) -> _M:
 
 
 def load_policy(path: Path) -> Policy:
-    return _validate(Policy, path, read_yaml(path))
+    return validate_config(Policy, path, read_yaml(path))
 
 
 def load_routing(path: Path) -> RoutingRules:
-    return _validate(RoutingRules, path, read_yaml(path))
+    return validate_config(RoutingRules, path, read_yaml(path))
 
 
 class PolicyStore:

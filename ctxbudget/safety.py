@@ -55,9 +55,54 @@ CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+#: For each case-insensitive check, lower-case literals one of which every match contains.
+#: A text whose folded form holds none of them cannot match, so the regex (the costly part:
+#: ``re.IGNORECASE`` alternations run at every position) is skipped. Only a speed-up: the
+#: findings are exactly those of the regexes.
+_NEEDLES: dict[str, tuple[str, ...]] = {
+    "instruction": (
+        "ignore",
+        "disregard",
+        "forget",
+        "override",
+        "bypass",
+        "you are now",
+        "from now on",
+        "new instruction",
+        "reveal",
+        "print",
+        "output",
+        "repeat",
+        "leak",
+        "do not ",
+        "act as ",
+        "behave as ",
+        "respond as ",
+        "pretend ",
+    ),
+    "role_text": ("system", "assistant", "developer", "<|", "inst]", "<<sys>>", "###"),
+    "tool_call": ("tool_call", "function_call", "tool_use", "invoke", '"name"'),
+}
+#: The only non-ASCII characters ``re.IGNORECASE`` matches to an ASCII letter (checked against
+#: every code point in the tests): fold them before lower-casing so no needle is missed.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def _folded(text: str) -> str:
+    return (text if text.isascii() else text.translate(_FOLD)).lower()
+
+
 def scan(text: str) -> tuple[str, ...]:
     """The names of the checks that ``text`` trips, in a fixed order; empty when clean."""
-    return tuple(name for name, rx in CHECKS if rx.search(text))
+    folded = _folded(text)
+    found = []
+    for name, rx in CHECKS:
+        needles = _NEEDLES.get(name)
+        if needles is not None and not any(n in folded for n in needles):
+            continue
+        if rx.search(text):
+            found.append(name)
+    return tuple(found)
 
 
 def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:

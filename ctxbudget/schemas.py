@@ -56,6 +56,8 @@ class WireModel(BaseModel):
 class Principal(WireModel):
     tenant_id: str
     access_labels: tuple[str, ...] = ()
+    #: Optional end-user id; used as the cohort key when the rollout asks for "user".
+    user_id: str | None = None
 
 
 class Query(WireModel):

@@ -13,17 +13,24 @@ and fetching; the loop's lag is measured every half second and reported in the m
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import socket
 import ssl
 import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import faust
 import structlog
 
+from ctxbudget.codec import encode
+from ctxbudget.rollout import ControlApplied, ControlState, load_rollout
+from workers.control import ControlFollower, ControlHolder, baseline_only
 from workers.handlers import (
     STAGES,
     Context,
@@ -32,9 +39,18 @@ from workers.handlers import (
     Pipelines,
     build_handler,
     input_topic,
-    static_assignment,
+    rollout_assignment,
 )
 from workers.settings import WorkerSettings
+
+#: Stages whose lanes depend on the control state.
+CONTROLLED = ("route", "fused", "shadow")
+
+
+def initial_state(settings: WorkerSettings, policies: Path) -> ControlState:
+    """policies/rollout.yaml when present, else the baseline from CTXBUDGET_POLICY."""
+    path = policies / "rollout.yaml"
+    return load_rollout(path) if path.exists() else ControlState(baseline=settings.policy)
 
 log = structlog.get_logger("ctxbudget.worker")
 
@@ -77,11 +93,14 @@ class WorkerApp:
         self.stages = list(stages)
         self.metrics = Metrics()
         self.pipelines = pipelines or Pipelines(settings.policies)
+        self.file_state = initial_state(settings, self.pipelines.store.root)
+        self.holder = ControlHolder(self.file_state)
+        self.follower: ControlFollower | None = None
         self.ctx = Context(
             pipelines=self.pipelines,
             topics=settings.topics,
             metrics=self.metrics,
-            assign=static_assignment(settings.policy),
+            assign=rollout_assignment(self.holder.get, "live"),
             max_bytes=settings.max_message_bytes,
             write_intermediate=settings.write_intermediate,
         )
@@ -89,6 +108,8 @@ class WorkerApp:
             max_workers=settings.cpu_threads, thread_name_prefix="ctxbudget-cpu"
         )
         self.max_lag_ms = 0.0
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{'+'.join(self.stages)}"
+        self._producer: Any = None
         name = "-".join(self.stages) if len(self.stages) < 4 else "all"
         self._datadir = tempfile.mkdtemp(prefix=f"ctxbudget-{name}-")
         self.app = faust.App(
@@ -129,7 +150,10 @@ class WorkerApp:
         return self._out_topics[name]
 
     def _add_agent(self, stage: str) -> None:
-        handler = build_handler(stage, self.ctx)
+        ctx = self.ctx
+        if stage == "shadow":
+            ctx = replace(ctx, assign=rollout_assignment(self.holder.get, "shadow"))
+        handler = build_handler(stage, ctx)
         source = input_topic(stage, self.settings.topics)
         topic = self._topic(source)
         for name in (
@@ -179,14 +203,58 @@ class WorkerApp:
             **self.metrics.snapshot(),
         )
 
+    def start_control(self, timeout_s: float = 10.0) -> None:
+        """Read the control topic to its end before packing; fall back to the baseline only."""
+        if not any(s in CONTROLLED for s in self.stages):
+            return
+        self.follower = ControlFollower(
+            bootstrap=self.settings.bootstrap(), topic=self.settings.topics.control,
+            holder=self.holder, on_apply=self._control_applied,
+        )
+        self.follower.start()
+        if self.follower.wait_caught_up(timeout_s):
+            state = self.holder.get()
+            log.info("control state in force", version=state.version, baseline=state.baseline,
+                     candidate=state.candidate, percent=state.percent, shadow=state.shadow,
+                     killed=state.killed)
+            return
+        self.holder.force(baseline_only(self.file_state))
+        self.metrics.inc("control_unavailable")
+        log.error("CONTROL TOPIC UNREADABLE AT START: packing with the baseline policy only "
+                  f"({self.file_state.baseline}); will apply the control state once readable",
+                  topic=self.settings.topics.control)
+
+    def _control_applied(self, state: ControlState, lag_ms: float) -> None:
+        self.metrics.inc("control_applied")
+        event = ControlApplied(worker=self.worker_id, version=state.version, lag_ms=lag_ms,
+                               killed=state.killed)
+        try:
+            producer = self._control_producer()
+            producer.send(self.settings.topics.audit, key=b"control", value=encode(event))
+            producer.flush(timeout=5)
+        except Exception as e:  # the audit record is best effort; the state is applied
+            log.warning("control audit not written", error=str(e))
+
+    def _control_producer(self) -> Any:
+        if self._producer is None:
+            from kafka import KafkaProducer
+
+            self._producer = KafkaProducer(bootstrap_servers=self.settings.bootstrap(), acks="all")
+        return self._producer
+
     def run(self) -> None:
         """Run until SIGTERM/SIGINT: faust then stops the agents, commits and leaves the group."""
         log.info("worker starting", stages=self.stages, settings=self.settings.describe())
+        self.start_control()
         worker = faust.Worker(
             self.app, loglevel=self.settings.log_level.lower(), quiet=True, override_logging=False
         )
         try:
             worker.execute_from_commandline()
         finally:
+            if self.follower is not None:
+                self.follower.stop()
+            if self._producer is not None:
+                self._producer.close(timeout=5)
             self.executor.shutdown(wait=True)
             shutil.rmtree(self._datadir, ignore_errors=True)

@@ -25,6 +25,7 @@ from ctxbudget.codec import MAX_MESSAGE_BYTES, dead_letter, decode, encode
 from ctxbudget.errors import CtxBudgetError, InputError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
+from ctxbudget.rollout import Assignment, ControlState, live_assignment, shadow_assignment
 from ctxbudget.schemas import (
     CandidateBatch,
     ConsolidatedBatch,
@@ -39,7 +40,7 @@ from ctxbudget.tokens import TokenizerRegistry
 from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
 from workers.settings import TopicNames
 
-STAGES = ("route", "consolidate", "select", "compress", "fused")
+STAGES = ("route", "consolidate", "select", "compress", "fused", "shadow")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +50,7 @@ class Output:
     value: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class LaneAssignment:
-    """Which policy packs a request, in which lane and cohort."""
-
-    lane: Lane
-    cohort: str
-    policy: str
-
-
-Assign = Callable[[CandidateBatch], Sequence[LaneAssignment]]
+Assign = Callable[[CandidateBatch], Sequence[Assignment]]
 
 
 @dataclass
@@ -96,11 +88,27 @@ class Pipelines:
 
 def static_assignment(policy: str) -> Assign:
     """Every request gets ``policy`` in the live lane; replayed requests go to shadow only."""
+    return rollout_assignment(lambda: ControlState(baseline=policy), "live")
 
-    def assign(batch: CandidateBatch) -> list[LaneAssignment]:
+
+def rollout_assignment(state: Callable[[], ControlState], lane: Lane) -> Assign:
+    """The lanes a worker packs under the current control state.
+
+    A live worker packs the live lane only; a shadow worker packs the shadow lane only, so
+    the live path never waits for a shadow pack. A batch marked as replay is never packed
+    live: a live worker packs it in the shadow lane with the baseline.
+    """
+
+    def assign(batch: CandidateBatch) -> list[Assignment]:
+        current = state()
         if batch.replay is not None:
-            return [LaneAssignment("shadow", "replay", policy)]
-        return [LaneAssignment("live", "all", policy)]
+            if lane == "shadow":
+                return []
+            return [Assignment(lane="shadow", cohort="replay", policy=current.baseline)]
+        if lane == "live":
+            return [live_assignment(batch, current)]
+        other = shadow_assignment(batch, current)
+        return [] if other is None else [other]
 
     return assign
 
@@ -278,13 +286,16 @@ HANDLERS: dict[str, type[Handler]] = {
     "select": SelectHandler,
     "compress": CompressHandler,
     "fused": FusedHandler,
+    "shadow": FusedHandler,
 }
 
 
 def build_handler(stage: str, ctx: Context) -> Handler:
     if stage not in HANDLERS:
         raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
-    return HANDLERS[stage](ctx)
+    handler = HANDLERS[stage](ctx)
+    handler.stage = stage
+    return handler
 
 
 def input_topic(stage: str, topics: TopicNames) -> str:
@@ -294,4 +305,5 @@ def input_topic(stage: str, topics: TopicNames) -> str:
         "select": topics.consolidated,
         "compress": topics.packed,
         "fused": topics.candidates,
+        "shadow": topics.candidates,
     }[stage]

@@ -88,7 +88,9 @@ def topics_verify(brokers: str, directory: str | None, replication_factor: int |
 
 
 @click.command("worker")
-@click.argument("stages", nargs=-1, required=True, type=click.Choice([*ALL_STAGES, "fused", "all"]))
+@click.argument(
+    "stages", nargs=-1, required=True, type=click.Choice([*ALL_STAGES, "fused", "shadow", "all"])
+)
 def worker_cmd(stages: tuple[str, ...]) -> None:
     """Run worker agents for STAGES ('all' = the four stages in one process).
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
+from tests.integration.lab import Lab, make_lab
 from workers.broker import EmbeddedBroker
 from workers.topics import ApplyReport, TopicSpec, apply_topics, load_topic_specs
 
@@ -67,3 +68,9 @@ def topic_factory(broker: EmbeddedBroker) -> TopicFactory:
         return spec.name
 
     return make
+
+
+@pytest.fixture
+def lab(broker: EmbeddedBroker) -> Iterator[Lab]:
+    """Private topics on the session broker; the workers started on them are stopped after."""
+    yield from make_lab(broker)

@@ -1,0 +1,156 @@
+"""The audit database's tables. One column list per table gives the DDL and the loader's types.
+
+Rows reach DuckDB as one JSON document per row, parsed in SQL with ``from_json`` against
+:func:`struct_spec`; the same :class:`Column` list builds ``CREATE TABLE``, so the two
+cannot drift. Bump :data:`SCHEMA_VERSION` on any change a reader would notice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+SCHEMA_VERSION = "1"
+
+BUDGET_ITEMS: tuple[str, ...] = (
+    "input_limit",
+    "instructions",
+    "conversation",
+    "answer_reserve",
+    "safety_margin",
+    "ceiling",
+    "evidence_budget",
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def ddl(self) -> str:
+        cols = [f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns]
+        cols.append(f"PRIMARY KEY ({', '.join(self.key)})")
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  " + ",\n  ".join(cols) + "\n)"
+
+    def struct_spec(self) -> str:
+        """The ``from_json`` structure of one row, as a SQL string literal's content."""
+        return orjson.dumps({c.name: c.type for c in self.columns}).decode().replace("'", "''")
+
+
+def _c(name: str, type_: str, nullable: bool = True) -> Column:
+    return Column(name, type_, nullable)
+
+
+_BUDGET = tuple(_c(n, "INTEGER") for n in BUDGET_ITEMS)
+
+EVENTS = Table(
+    "events",
+    (
+        _c("request_id", "VARCHAR", False),
+        _c("stage", "VARCHAR", False),
+        _c("lane", "VARCHAR", False),
+        _c("cohort", "VARCHAR", False),
+        _c("policy", "VARCHAR", False),
+        _c("query_class", "VARCHAR", False),
+        _c("latency_ms", "DOUBLE", False),
+        _c("candidate_count", "INTEGER", False),
+        _c("accepted_count", "INTEGER", False),
+        _c("dropped_count", "INTEGER", False),
+        _c("accepted_ids", "VARCHAR[]", False),
+        _c("evidence_tokens", "INTEGER"),
+        _c("route_rule", "VARCHAR"),
+        *_BUDGET,
+        _c("details", "JSON", False),
+        _c("replay_run_id", "VARCHAR"),
+        _c("source", "VARCHAR", False),
+    ),
+    key=("request_id", "stage", "lane"),
+)
+
+DECISIONS = Table(
+    "decisions",
+    (
+        _c("request_id", "VARCHAR", False),
+        _c("lane", "VARCHAR", False),
+        _c("stage", "VARCHAR", False),
+        _c("seq", "INTEGER", False),
+        _c("chunk_id", "VARCHAR", False),
+        _c("reason", "VARCHAR", False),
+        _c("detail", "VARCHAR"),
+        _c("kept_as", "VARCHAR"),
+    ),
+    key=("request_id", "lane", "stage", "seq"),
+)
+
+PACKS = Table(
+    "packs",
+    (
+        _c("request_id", "VARCHAR", False),
+        _c("lane", "VARCHAR", False),
+        _c("cohort", "VARCHAR", False),
+        _c("policy", "VARCHAR", False),
+        _c("query_class", "VARCHAR", False),
+        _c("evidence_tokens", "INTEGER", False),
+        *_BUDGET,
+        _c("answerability", "VARCHAR", False),
+        _c("evidence_count", "INTEGER", False),
+        _c("evidence_ids", "VARCHAR[]", False),
+        _c("chunk_ids", "VARCHAR[]", False),
+        _c("evidence", "JSON", False),
+        _c("dropped", "MAP(VARCHAR, INTEGER)", False),
+        _c("dropped_total", "INTEGER", False),
+        _c("coverage_alpha", "DOUBLE"),
+        _c("coverage_threshold", "DOUBLE"),
+        _c("coverage_n_calibration", "INTEGER"),
+        _c("coverage_bin", "VARCHAR"),
+        _c("coverage_guaranteed", "BOOLEAN"),
+        _c("coverage_reason", "VARCHAR"),
+        _c("replay_run_id", "VARCHAR"),
+        _c("source", "VARCHAR", False),
+    ),
+    key=("request_id", "lane"),
+)
+
+REJECTS = Table(
+    "rejects",
+    (
+        _c("origin", "VARCHAR", False),
+        _c("part", "INTEGER", False),
+        _c("pos", "BIGINT", False),
+        _c("kind", "VARCHAR", False),
+        _c("error", "VARCHAR", False),
+        _c("request_id", "VARCHAR"),
+        _c("raw", "VARCHAR", False),
+        _c("raw_encoding", "VARCHAR", False),
+    ),
+    key=("origin", "part", "pos"),
+)
+
+OFFSETS = Table(
+    "sink_offsets",
+    (
+        _c("topic", "VARCHAR", False),
+        _c("part", "INTEGER", False),
+        _c("next_offset", "BIGINT", False),
+        _c("records", "BIGINT", False),
+    ),
+    key=("topic", "part"),
+)
+
+META = Table("meta", (_c("key", "VARCHAR", False), _c("value", "VARCHAR", False)), key=("key",))
+
+ALL_TABLES: tuple[Table, ...] = (META, EVENTS, DECISIONS, PACKS, REJECTS, OFFSETS)

@@ -1,0 +1,137 @@
+"""`ctxbudget audit-sink | report | explain`: the audit stream for analysts (`analytics` extra)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ctxbudget.analytics.sink import Progress, Sink, Stop
+from ctxbudget.analytics.store import AuditDbError, AuditStore
+from ctxbudget.errors import CtxBudgetError
+
+
+@click.command("audit-sink")
+@click.option("--to", "db", required=True, type=click.Path(dir_okay=False), help="DuckDB file.")
+@click.option(
+    "--from-file",
+    "trace_files",
+    multiple=True,
+    type=click.Path(allow_dash=True, dir_okay=False),
+    help="TraceEvent JSONL (`ctxbudget pack --trace`); repeatable. Reads files, not Kafka.",
+)
+@click.option(
+    "--packs",
+    "pack_files",
+    multiple=True,
+    type=click.Path(allow_dash=True, dir_okay=False),
+    help="Pack JSONL (`ctxbudget pack -o`); repeatable. Reads files, not Kafka.",
+)
+@click.option(
+    "--brokers",
+    envvar="CTXBUDGET_BROKERS",
+    default=None,
+    help="Bootstrap servers (or $CTXBUDGET_BROKERS; default: the worker settings').",
+)
+@click.option(
+    "--until-idle",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Kafka: exit after this many seconds without a record (default: run until stopped).",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option(
+    "--progress-every",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="Seconds between progress lines on stderr.",
+)
+def audit_sink_cmd(
+    db: str,
+    trace_files: tuple[str, ...],
+    pack_files: tuple[str, ...],
+    brokers: str | None,
+    until_idle: float | None,
+    batch_size: int,
+    progress_every: float,
+) -> None:
+    """Store trace events and packs in DuckDB: tables events, decisions, packs, rejects.
+
+    Without --from-file/--packs, consumes the audit, packs and shadow topics (names from
+    CTXBUDGET_TOPICS__AUDIT, __PACKS, __SHADOW) until SIGTERM or Ctrl-C, resuming from the
+    offsets stored in the database. Restarting never loses nor duplicates a row. Exit status:
+    0, or 1 when a file had records that went to the rejects table.
+    """
+    try:
+        store = AuditStore(db)
+    except CtxBudgetError as e:
+        raise click.ClickException(str(e)) from e
+    before = store.counts().rejects
+    sink = Sink(store, batch_size=batch_size, progress=Progress(every_s=progress_every))
+    try:
+        with sink.stop.on_signals():
+            if trace_files or pack_files:
+                sink.run_files([*trace_files, *pack_files])
+            else:
+                _run_kafka(sink, brokers, until_idle)
+    finally:
+        store.close()
+    if sink.stop.signal_name:
+        click.echo(f"audit-sink: stopped by {sink.stop.signal_name}", err=True)
+    if (trace_files or pack_files) and sink.progress.written.rejects > before * 0:
+        sys.exit(1)
+
+
+def _run_kafka(sink: Sink, brokers: str | None, until_idle: float | None) -> None:
+    try:
+        from ctxbudget.analytics.kafka_source import KafkaSource, consumer_config
+    except ModuleNotFoundError as e:
+        raise click.ClickException(
+            f"reading Kafka needs the `kafka` extra ({e.name} is missing); "
+            "or load files with --from-file / --packs"
+        ) from e
+    from workers.settings import WorkerSettings
+
+    settings = WorkerSettings()
+    names = settings.topics
+    topics = [names.audit, names.packs, names.shadow]
+    config = consumer_config(settings, brokers or settings.brokers)
+    click.echo(f"audit-sink: {', '.join(topics)} from {config['bootstrap_servers']}", err=True)
+    source = KafkaSource(config, topics, sink.store.offsets())
+    try:
+        sink.run_kafka(source, until_idle=until_idle)
+    finally:
+        source.close()
+
+
+@click.command("report")
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", default="report.html", show_default=True, type=click.Path())
+@click.option("--title", default="ctxbudget audit report", show_default=True)
+def report_cmd(db: str, output: str, title: str) -> None:
+    """Write a self-contained HTML report of DB (figures also written beside it as PNG)."""
+    from ctxbudget.analytics.report import build_report
+
+    try:
+        written = build_report(db, Path(output), title=title)
+    except AuditDbError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"report: {written.html} ({len(written.figures)} figures in {written.figure_dir})")
+
+
+@click.command("explain")
+@click.argument("request_id")
+@click.option("--db", required=True, type=click.Path(exists=True, dir_okay=False))
+def explain_cmd(request_id: str, db: str) -> None:
+    """Print every candidate of REQUEST_ID with its fate per lane, the budget, and both packs."""
+    from ctxbudget.analytics.explain import explain
+
+    try:
+        text = explain(db, request_id)
+    except AuditDbError as e:
+        raise click.ClickException(str(e)) from e
+    if text is None:
+        raise click.ClickException(f"request {request_id!r} is not in {db}")
+    click.echo(text, nl=False)

@@ -1,0 +1,346 @@
+"""`ctxbudget replay` and `ctxbudget compare`: logged traffic through a candidate policy."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import IO
+
+import click
+import orjson
+
+from ctxbudget.cli.common import load_store, open_out, read_lines
+from ctxbudget.codec import decode, decode_batch, encode
+from ctxbudget.compare import compare, render
+from ctxbudget.errors import CtxBudgetError, InputError
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.schemas import CandidateBatch, Pack, ReplayInfo, TraceEvent
+
+Record = tuple[str, bytes, float | None]  # (where, raw bytes, timestamp in seconds or None)
+
+
+def _parse_time(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError as e:
+        raise click.BadParameter(f"not an ISO date-time: {value!r}") from e
+
+
+def _from_file(path: str) -> Iterator[Record]:
+    for n, raw in read_lines(path):
+        yield f"{path}:{n}", raw, None
+
+
+def _from_topic(
+    brokers: str,
+    topic: str,
+    *,
+    from_offset: int | None,
+    to_offset: int | None,
+    since: float | None,
+    until: float | None,
+    idle_ms: int = 1000,
+) -> Iterator[Record]:
+    """Read a topic from the start (or an offset) until it goes quiet, filtering by time.
+
+    Offsets apply to every partition. Times filter on the record timestamps while reading:
+    the memory broker's offset-for-time answers are not reliable, so they are never asked.
+    """
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=brokers.split(","), group_id=None, enable_auto_commit=False
+    )
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            raise click.ClickException(f"topic {topic} does not exist")
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        for tp in tps:
+            if from_offset is not None:
+                consumer.seek(tp, from_offset)
+            else:
+                consumer.seek_to_beginning(tp)
+        while True:
+            batches = consumer.poll(timeout_ms=idle_ms)
+            if not batches:
+                return
+            for tp, recs in sorted(batches.items(), key=lambda kv: kv[0].partition):
+                for r in recs:
+                    if to_offset is not None and r.offset > to_offset:
+                        continue
+                    ts = r.timestamp / 1000
+                    if (since is not None and ts < since) or (until is not None and ts > until):
+                        continue
+                    yield f"{topic}[{tp.partition}]@{r.offset}", r.value or b"", ts
+    finally:
+        consumer.close()
+
+
+class _Pacer:
+    """Holds the replay to a rate (records/s) or to a speed-up of the recorded time."""
+
+    def __init__(self, rate: float | None, speed: float | None) -> None:
+        self.rate, self.speed = rate, speed
+        self.t0 = time.monotonic()
+        self.first_ts: float | None = None
+        self.n = 0
+
+    def wait(self, ts: float | None) -> None:
+        self.n += 1
+        target = None
+        if self.rate:
+            target = self.t0 + self.n / self.rate
+        elif self.speed and ts is not None:
+            if self.first_ts is None:
+                self.first_ts = ts
+            target = self.t0 + (ts - self.first_ts) / self.speed
+        if target is not None:
+            delay = target - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+
+@click.command("replay")
+@click.argument("traffic", required=False, type=click.Path(allow_dash=True))
+@click.option("--from-topic", help="Read CandidateBatches from this topic instead of a file.")
+@click.option("--from-offset", type=int, help="First offset (every partition).")
+@click.option("--to-offset", type=int, help="Last offset, inclusive (every partition).")
+@click.option("--since", help="Only records at or after this ISO time (topic source).")
+@click.option("--until", help="Only records at or before this ISO time (topic source).")
+@click.option("--rate", type=float, help="At most this many batches per second.")
+@click.option("--speed", type=float, help="Replay at X times the recorded pace (topic source).")
+@click.option("--policy", "policy_ref", required=True, help="Policy NAME@VERSION to pack with.")
+@click.option("--run-id", required=True, help="Marks every replayed request and pack.")
+@click.option("--brokers", envvar="CTXBUDGET_BROKERS", help="Write packs to the shadow topic.")
+@click.option("--out", "out_path", help="Write the packs to this file instead (or as well).")
+@click.option("--trace", "trace_path", help="Write the traces to this file.")
+@click.option("--policies", "policies_opt", help="Policies folder (default: ./policies).")
+@click.option("--progress/--no-progress", default=None)
+def replay_cmd(
+    traffic: str | None,
+    from_topic: str | None,
+    from_offset: int | None,
+    to_offset: int | None,
+    since: str | None,
+    until: str | None,
+    rate: float | None,
+    speed: float | None,
+    policy_ref: str,
+    run_id: str,
+    brokers: str | None,
+    out_path: str | None,
+    trace_path: str | None,
+    policies_opt: str | None,
+    progress: bool | None,
+) -> None:
+    """Re-pack logged CandidateBatches with a policy, in the shadow lane only.
+
+    Replayed requests carry replay.run_id; their packs go to the shadow topic (and the
+    traces to the audit topic) or to --out, never to the live pack topic, whatever topic
+    the traffic is read from.
+    """
+    if (traffic is None) == (from_topic is None):
+        raise click.UsageError("give either a TRAFFIC file or --from-topic")
+    if from_topic and not brokers:
+        raise click.UsageError("--from-topic needs --brokers (or $CTXBUDGET_BROKERS)")
+    if not brokers and not out_path:
+        raise click.UsageError("nowhere to write: give --brokers and/or --out")
+    store = load_store(policies_opt)
+    try:
+        pipeline = Pipeline.from_store(store, policy_ref)
+    except CtxBudgetError as e:
+        raise click.ClickException(str(e)) from e
+    sink = _Sink(brokers, out_path, trace_path)
+    records = (
+        _from_file(traffic)
+        if traffic is not None
+        else _from_topic(
+            brokers or "",
+            from_topic or "",
+            from_offset=from_offset,
+            to_offset=to_offset,
+            since=_parse_time(since),
+            until=_parse_time(until),
+        )
+    )
+    pacer = _Pacer(rate, speed)
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="batch", file=sys.stderr, dynamic_ncols=True, desc=f"replay {run_id}")
+    n = bad = 0
+    started = time.monotonic()
+    marker = ReplayInfo(run_id=run_id)
+    try:
+        for where, raw, ts in records:
+            pacer.wait(ts)
+            n += 1
+            try:
+                batch = decode_batch(raw).model_copy(update={"replay": marker})
+                result = pipeline.run(
+                    batch, lane="shadow", cohort="replay", clock=time.perf_counter
+                )
+            except InputError as e:
+                bad += 1
+                click.echo(f"{where}: {e}", err=True)
+            else:
+                sink.write(result.pack, result.traces)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        sink.close()
+        if bar is not None:
+            bar.close()
+    took = time.monotonic() - started
+    click.echo(
+        f"replay {run_id}: {n} batches, {n - bad} shadow packs, {bad} rejected, "
+        f"{n / took if took else 0:.0f} batches/s",
+        err=True,
+    )
+    if bad:
+        sys.exit(1)
+
+
+class _Sink:
+    """Packs to the shadow topic and/or a file; never the live pack topic."""
+
+    def __init__(self, brokers: str | None, out_path: str | None, trace_path: str | None) -> None:
+        from workers.settings import WorkerSettings
+
+        self.topics = WorkerSettings().topics
+        if self.topics.shadow == self.topics.packs:
+            raise click.ClickException(
+                "the shadow topic is configured as the live pack topic; "
+                "replay refuses to write there"
+            )
+        self.producer = None
+        if brokers:
+            from kafka import KafkaProducer
+
+            self.producer = KafkaProducer(
+                bootstrap_servers=brokers.split(","), acks="all", linger_ms=5
+            )
+        self._files = [open_out(out_path), open_out(trace_path)]
+        self.out: IO[bytes] | None = self._files[0].__enter__()
+        self.trace: IO[bytes] | None = self._files[1].__enter__()
+
+    def write(self, pack: Pack, traces: tuple[TraceEvent, ...]) -> None:
+        assert pack.lane == "shadow" and pack.replay is not None
+        body = encode(pack)
+        key = pack.request_id.encode()
+        if self.producer is not None:
+            self.producer.send(self.topics.shadow, key=key, value=body)
+            for t in traces:
+                self.producer.send(self.topics.audit, key=key, value=encode(t))
+        if self.out is not None:
+            self.out.write(body + b"\n")
+        if self.trace is not None:
+            self.trace.write(b"".join(encode(t) + b"\n" for t in traces))
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.flush()
+            self.producer.close()
+        for f in self._files:
+            f.__exit__(None, None, None)
+
+
+def _read_packs(path: str, run_id: str | None) -> list[Pack]:
+    out = []
+    for n, raw in read_lines(path):
+        try:
+            pack = decode(raw, Pack)
+        except InputError as e:
+            raise click.ClickException(f"{path}:{n}: {e}") from e
+        if run_id is None or (pack.replay is not None and pack.replay.run_id == run_id):
+            out.append(pack)
+    return out
+
+
+def _topic_packs(brokers: str, topic: str, run_id: str | None) -> list[Pack]:
+    out = []
+    for where, raw, _ in _from_topic(
+        brokers, topic, from_offset=None, to_offset=None, since=None, until=None
+    ):
+        try:
+            pack = decode(raw, Pack)
+        except InputError as e:
+            click.echo(f"{where}: skipped: {e}", err=True)
+            continue
+        if run_id is None or (pack.replay is not None and pack.replay.run_id == run_id):
+            out.append(pack)
+    return out
+
+
+@click.command("compare")
+@click.option("--live", "live_path", help="Live packs (JSONL); default: the live pack topic.")
+@click.option("--shadow", "shadow_path", help="Shadow packs (JSONL); default: the shadow topic.")
+@click.option("--run-id", help="Only shadow packs of this replay run.")
+@click.option("--brokers", envvar="CTXBUDGET_BROKERS")
+@click.option(
+    "--batches",
+    "batches_path",
+    help="The CandidateBatches: labels for needed evidence, and the noise floor.",
+)
+@click.option(
+    "--live-policy",
+    default="default@1",
+    show_default=True,
+    help="Policy the noise floor packs the batches with (twice).",
+)
+@click.option("--policies", "policies_opt")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def compare_cmd(
+    live_path: str | None,
+    shadow_path: str | None,
+    run_id: str | None,
+    brokers: str | None,
+    batches_path: str | None,
+    live_policy: str,
+    policies_opt: str | None,
+    as_json: bool,
+) -> None:
+    """Compare live and shadow packs of the same requests (tokens, overlap, order, drops)."""
+    from workers.settings import WorkerSettings
+
+    topics = WorkerSettings().topics
+    if (live_path is None or shadow_path is None) and not brokers:
+        raise click.UsageError("give --live and --shadow files, or --brokers to read the topics")
+    live = (
+        _read_packs(live_path, None)
+        if live_path
+        else _topic_packs(brokers or "", topics.packs, None)
+    )
+    shadow = (
+        _read_packs(shadow_path, run_id)
+        if shadow_path
+        else _topic_packs(brokers or "", topics.shadow, run_id)
+    )
+    labels: dict[str, tuple[str, ...]] = {}
+    noise = None
+    if batches_path:
+        batches: list[CandidateBatch] = []
+        for n, raw in read_lines(batches_path):
+            try:
+                batches.append(decode_batch(raw))
+            except InputError as e:
+                raise click.ClickException(f"{batches_path}:{n}: {e}") from e
+        labels = {b.request_id: b.labels.relevant_chunk_ids for b in batches if b.labels}
+        wanted = {p.request_id for p in shadow}
+        store = load_store(policies_opt)
+        first = Pipeline.from_store(store, live_policy)
+        second = Pipeline.from_store(store, live_policy)
+        noise = [(first.run(b).pack, second.run(b).pack) for b in batches if b.request_id in wanted]
+    result = compare(live, shadow, labels=labels, noise=noise)
+    if as_json:
+        click.echo(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
+    else:
+        click.echo(render(result))

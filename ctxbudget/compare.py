@@ -1,0 +1,191 @@
+"""Live vs shadow: what a policy change does to the packs of the same requests.
+
+Pairs packs by request id and reports, overall and per query class: tokens saved or spent,
+Jaccard overlap of the evidence ids, the order distance of the shared evidence (normalised
+Kendall tau: 0 same order, 1 reversed), drop-reason shifts, answerability changes, and the
+share of needed evidence admitted in each lane when labels are known. The noise floor is the
+same comparison between two packings of the same traffic with the live policy (as Diffy
+compares two primaries): with a deterministic packer it is exactly zero, and the report
+says so from a measurement, not an assumption.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import combinations
+from statistics import mean
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxbudget.schemas import Pack
+
+
+class ClassDiff(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    query_class: str
+    pairs: int
+    live_tokens_mean: float
+    shadow_tokens_mean: float
+    tokens_delta_mean: float
+    jaccard_mean: float
+    order_distance_mean: float
+    identical: int
+    live_needed_admitted: float | None
+    shadow_needed_admitted: float | None
+
+
+class Comparison(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    pairs: int
+    unpaired_live: int
+    unpaired_shadow: int
+    live_policy: list[str]
+    shadow_policy: list[str]
+    overall: ClassDiff
+    by_class: list[ClassDiff]
+    dropped_live: dict[str, int]
+    dropped_shadow: dict[str, int]
+    answerability_shifts: dict[str, int]
+    noise_floor: ClassDiff | None = None
+
+
+def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    sa, sb = set(a), set(b)
+    if not sa and not sb:
+        return 1.0
+    return len(sa & sb) / len(sa | sb)
+
+
+def order_distance(a: Sequence[str], b: Sequence[str]) -> float:
+    """Normalised Kendall tau distance over the ids both sequences hold (0 with < 2 shared)."""
+    shared = [x for x in a if x in set(b)]
+    if len(shared) < 2:
+        return 0.0
+    pos = {x: i for i, x in enumerate(b)}
+    pairs = list(combinations(shared, 2))
+    discordant = sum(1 for x, y in pairs if pos[x] > pos[y])
+    return discordant / len(pairs)
+
+
+def _admitted(p: Pack) -> set[str]:
+    return {c for e in p.evidence for c in e.chunk_ids}
+
+
+def _needed_share(packs: Sequence[Pack], labels: Mapping[str, Sequence[str]]) -> float | None:
+    need = got = 0
+    for p in packs:
+        rel = set(labels.get(p.request_id, ()))
+        need += len(rel)
+        got += len(rel & _admitted(p))
+    return got / need if need else None
+
+
+def _diff(
+    name: str, pairs: Sequence[tuple[Pack, Pack]], labels: Mapping[str, Sequence[str]]
+) -> ClassDiff:
+    live = [a for a, _ in pairs]
+    shadow = [b for _, b in pairs]
+    ids = [
+        ([e.evidence_id for e in a.evidence], [e.evidence_id for e in b.evidence]) for a, b in pairs
+    ]
+    return ClassDiff(
+        query_class=name,
+        pairs=len(pairs),
+        live_tokens_mean=round(mean(p.evidence_tokens for p in live), 2) if pairs else 0.0,
+        shadow_tokens_mean=round(mean(p.evidence_tokens for p in shadow), 2) if pairs else 0.0,
+        tokens_delta_mean=round(mean(b.evidence_tokens - a.evidence_tokens for a, b in pairs), 2)
+        if pairs
+        else 0.0,
+        jaccard_mean=round(mean(jaccard(x, y) for x, y in ids), 4) if pairs else 1.0,
+        order_distance_mean=round(mean(order_distance(x, y) for x, y in ids), 4) if pairs else 0.0,
+        identical=sum(1 for a, b in pairs if a.rendered == b.rendered),
+        live_needed_admitted=_needed_share(live, labels),
+        shadow_needed_admitted=_needed_share(shadow, labels),
+    )
+
+
+def compare(
+    live: Iterable[Pack],
+    shadow: Iterable[Pack],
+    *,
+    labels: Mapping[str, Sequence[str]] | None = None,
+    noise: Sequence[tuple[Pack, Pack]] | None = None,
+) -> Comparison:
+    """Compare packs of the same requests; the last pack seen per request id counts."""
+    labels = labels or {}
+    by_live = {p.request_id: p for p in live}
+    by_shadow = {p.request_id: p for p in shadow}
+    common = sorted(set(by_live) & set(by_shadow))
+    pairs = [(by_live[r], by_shadow[r]) for r in common]
+    per_class: dict[str, list[tuple[Pack, Pack]]] = defaultdict(list)
+    for a, b in pairs:
+        per_class[a.query_class].append((a, b))
+    dropped_live: Counter[str] = Counter()
+    dropped_shadow: Counter[str] = Counter()
+    shifts: Counter[str] = Counter()
+    for a, b in pairs:
+        dropped_live.update(a.dropped)
+        dropped_shadow.update(b.dropped)
+        if a.answerability != b.answerability:
+            shifts[f"{a.answerability}->{b.answerability}"] += 1
+    return Comparison(
+        pairs=len(pairs),
+        unpaired_live=len(set(by_live) - set(by_shadow)),
+        unpaired_shadow=len(set(by_shadow) - set(by_live)),
+        live_policy=sorted({str(a.policy) for a, _ in pairs}),
+        shadow_policy=sorted({str(b.policy) for _, b in pairs}),
+        overall=_diff("all", pairs, labels),
+        by_class=[_diff(c, per_class[c], labels) for c in sorted(per_class)],
+        dropped_live=dict(sorted(dropped_live.items())),
+        dropped_shadow=dict(sorted(dropped_shadow.items())),
+        answerability_shifts=dict(sorted(shifts.items())),
+        noise_floor=_diff("noise floor", noise, labels) if noise is not None else None,
+    )
+
+
+def render(c: Comparison) -> str:
+    """A plain-text table."""
+    head = (
+        f"{'class':<16}{'pairs':>6}{'live tok':>10}{'shadow tok':>11}{'delta':>8}"
+        f"{'jaccard':>9}{'order':>7}{'same':>6}{'needed L':>10}{'needed S':>10}"
+    )
+    lines = [
+        f"live {', '.join(c.live_policy)}  vs  shadow {', '.join(c.shadow_policy)}: "
+        f"{c.pairs} pairs ({c.unpaired_live} live and {c.unpaired_shadow} shadow unpaired)",
+        head,
+        "-" * len(head),
+    ]
+    rows = [c.overall, *c.by_class] + ([c.noise_floor] if c.noise_floor else [])
+    for d in rows:
+
+        def pct(v: float | None) -> str:
+            return "-" if v is None else f"{v:.1%}"
+
+        lines.append(
+            f"{d.query_class:<16}{d.pairs:>6}{d.live_tokens_mean:>10.1f}"
+            f"{d.shadow_tokens_mean:>11.1f}{d.tokens_delta_mean:>8.1f}"
+            f"{d.jaccard_mean:>9.3f}{d.order_distance_mean:>7.3f}{d.identical:>6}"
+            f"{pct(d.live_needed_admitted):>10}{pct(d.shadow_needed_admitted):>10}"
+        )
+    reasons = sorted(set(c.dropped_live) | set(c.dropped_shadow))
+    lines.append(
+        "drop reasons (live -> shadow): "
+        + ", ".join(
+            f"{r} {c.dropped_live.get(r, 0)}->{c.dropped_shadow.get(r, 0)}" for r in reasons
+        )
+    )
+    if c.answerability_shifts:
+        lines.append(
+            "answerability shifts: "
+            + ", ".join(f"{k} {v}" for k, v in c.answerability_shifts.items())
+        )
+    if c.noise_floor is not None:
+        nf = c.noise_floor
+        lines.append(
+            f"noise floor: {nf.pairs - nf.identical} of {nf.pairs} packs differ "
+            "between two packings of the same traffic with the live policy"
+        )
+    return "\n".join(lines)

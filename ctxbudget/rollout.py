@@ -1,0 +1,125 @@
+"""Rollout: which policy packs a request live, which one runs beside it in shadow.
+
+The control state names a baseline and a candidate policy, a cohort percentage, the cohort
+key (tenant, user or request), whether shadow packs are made, and the kill switch. Cohorts
+are sticky: a stable hash of the cohort key gives each key a bucket in [0, 100), and a key
+is in the cohort while its bucket is below the percentage, so raising the percentage only
+adds members and a member never flips back and forth. The kill switch sends every request
+to the baseline at once; shadow packs may go on.
+
+Pure functions of (batch, state): the same request gets the same lanes everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ctxbudget.errors import ConfigError
+from ctxbudget.policy import read_yaml, validate_config
+from ctxbudget.schemas import CandidateBatch, Lane, WireModel
+
+CohortKey = Literal["tenant", "user", "request"]
+_REF = r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+$"
+
+
+class ControlState(WireModel):
+    """The rollout control state, as carried on the compacted control topic (key "rollout")."""
+
+    schema_: Literal["ctx.control_state.v1"] = Field(default="ctx.control_state.v1", alias="schema")
+    baseline: Annotated[str, Field(pattern=_REF)]
+    candidate: Annotated[str, Field(pattern=_REF)] | None = None
+    percent: Annotated[float, Field(ge=0.0, le=100.0)] = 0.0
+    cohort_key: CohortKey = "tenant"
+    shadow: bool = False
+    killed: bool = False
+    #: Increases by one with every change; workers keep the highest they have seen.
+    version: Annotated[int, Field(ge=0)] = 0
+    updated_at: str | None = None
+    updated_by: str | None = None
+    note: str | None = None
+
+
+class ControlEvent(WireModel):
+    """An audit record of one control change (written to the audit topic)."""
+
+    schema_: Literal["ctx.control_event.v1"] = Field(default="ctx.control_event.v1", alias="schema")
+    action: str
+    before: ControlState | None
+    after: ControlState
+
+
+class Assignment(WireModel):
+    """One lane of one request: which policy packs it, and the cohort it is counted in."""
+
+    lane: Lane
+    cohort: str
+    policy: str
+
+
+def load_rollout(path: Path) -> ControlState:
+    """The file default (policies/rollout.yaml); the control topic overrides it at run time."""
+    data = read_yaml(path)
+    if isinstance(data, dict):
+        data = {**data, "schema": "ctx.control_state.v1"}
+    state = validate_config(ControlState, path, data)
+    if state.candidate is None and state.percent > 0:
+        raise ConfigError(f"{path}: percent: {state.percent} set without a candidate policy")
+    return state
+
+
+def bucket(key: str) -> float:
+    """A stable position in [0, 100) for a cohort key (blake2b, no process seed)."""
+    digest = hashlib.blake2b(
+        key.encode("utf-8"), digest_size=8, person=b"ctxbudget-cohort"
+    ).digest()
+    return int.from_bytes(digest, "big") / 2**64 * 100.0
+
+
+def cohort_key(batch: CandidateBatch, kind: CohortKey) -> str:
+    """The value the cohort is decided on; 'user' falls back to the request id when absent."""
+    if kind == "tenant":
+        return f"tenant:{batch.principal.tenant_id}"
+    if kind == "user" and batch.principal.user_id:
+        return f"user:{batch.principal.user_id}"
+    return f"request:{batch.request_id}"
+
+
+def in_cohort(batch: CandidateBatch, state: ControlState) -> bool:
+    if state.candidate is None or state.killed or state.percent <= 0:
+        return False
+    return bucket(cohort_key(batch, state.cohort_key)) < state.percent
+
+
+def live_assignment(batch: CandidateBatch, state: ControlState) -> Assignment:
+    """The live lane: the candidate for cohort members, else (and when killed) the baseline."""
+    if in_cohort(batch, state):
+        assert state.candidate is not None
+        return Assignment(lane="live", cohort="candidate", policy=state.candidate)
+    return Assignment(lane="live", cohort="baseline", policy=state.baseline)
+
+
+def shadow_assignment(batch: CandidateBatch, state: ControlState) -> Assignment | None:
+    """The shadow lane: the policy the request did not get live, when shadow is on."""
+    if not state.shadow or state.candidate is None:
+        return None
+    live = live_assignment(batch, state)
+    other = state.baseline if live.policy == state.candidate else state.candidate
+    if other == live.policy:
+        return None
+    return Assignment(lane="shadow", cohort=live.cohort, policy=other)
+
+
+class ControlApplied(WireModel):
+    """A worker's report that it applied a control state (for propagation figures)."""
+
+    schema_: Literal["ctx.control_applied.v1"] = Field(
+        default="ctx.control_applied.v1", alias="schema"
+    )
+    worker: str
+    version: int
+    lag_ms: float
+    killed: bool

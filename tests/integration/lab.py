@@ -1,0 +1,143 @@
+"""A private set of topics on the session broker, worker processes, and helpers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from kafka import KafkaConsumer, KafkaProducer
+
+from bench.traffic import synthetic
+from ctxbudget.codec import encode
+from tests.conftest import REPO
+from workers.broker import EmbeddedBroker
+from workers.settings import TopicNames
+from workers.topics import TopicSpec, apply_topics
+
+
+@dataclass
+class Lab:
+    """A private set of topics on the session broker, and the workers started on them."""
+
+    broker: EmbeddedBroker
+    suffix: str
+    topics: TopicNames
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+    env_overrides: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "CTXBUDGET_BROKERS": self.broker.bootstrap,
+                "CTXBUDGET_GROUP_PREFIX": f"test-{self.suffix}",
+                "CTXBUDGET_POLICIES": str(REPO / "policies"),
+                "CTXBUDGET_SESSION_TIMEOUT_S": "6",
+                "CTXBUDGET_COMMIT_INTERVAL_S": "0.5",
+            }
+        )
+        for name, value in self.topics.model_dump().items():
+            env[f"CTXBUDGET_TOPICS__{name.upper()}"] = value
+        env.update(self.env_overrides)
+        return env
+
+    def start(self, *stages: str, log_dir: Path) -> subprocess.Popen[bytes]:
+        log = log_dir / f"worker-{len(self.procs)}-{'-'.join(stages)}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxbudget", "worker", *stages],
+            env=self.env(),
+            cwd=REPO,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        self.procs.append(proc)
+        self.logs.append(log)
+        return proc
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    def producer(self) -> KafkaProducer:
+        return KafkaProducer(bootstrap_servers=self.broker.bootstrap, acks="all", linger_ms=2)
+
+    def consumer(self, *topics: str) -> KafkaConsumer:
+        return KafkaConsumer(
+            *topics,
+            bootstrap_servers=self.broker.bootstrap,
+            group_id=None,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=500,
+        )
+
+
+def make_lab(broker: EmbeddedBroker) -> Iterator[Lab]:
+    suffix = uuid.uuid4().hex[:8]
+    names = {k: f"{v}.{suffix}" for k, v in TopicNames().model_dump().items()}
+    topics = TopicNames(**names)
+    specs = [
+        TopicSpec(
+            name=n,
+            description="test",
+            partitions=1 if k == "control" else 4,
+            replication_factor=1,
+            config={},
+        )
+        for k, n in names.items()
+    ]
+    apply_topics(broker.bootstrap, specs)
+    lab = Lab(broker=broker, suffix=suffix, topics=topics)
+    yield lab
+    lab.stop_all()
+    if os.environ.get("CTXBUDGET_KEEP_LOGS"):
+        for log in lab.logs:
+            print(log.read_text(errors="replace")[-3000:])
+
+
+def batches(n: int, seed: int) -> list[tuple[str, bytes]]:
+    return [(g.batch.request_id, encode(g.batch)) for g in synthetic(n, seed=seed)]
+
+
+def collect(
+    lab: Lab, topic: str, want: set[str], timeout_s: float
+) -> tuple[dict[str, list[bytes]], list[dict[str, object]]]:
+    """Read ``topic`` (and the dead letters) until every id in ``want`` has a record."""
+    consumer = lab.consumer(topic, lab.topics.deadletter)
+    got: dict[str, list[bytes]] = {}
+    dead: list[dict[str, object]] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not want <= set(got):
+        for msg in consumer:
+            if msg.topic == lab.topics.deadletter:
+                dead.append(orjson.loads(msg.value))
+            else:
+                got.setdefault(msg.key.decode(), []).append(msg.value)
+    consumer.close()
+    return got, dead
+
+
+def produce(lab: Lab, items: list[tuple[str, bytes]], *, pace_s: float = 0.0) -> None:
+    producer = lab.producer()
+    for rid, raw in items:
+        producer.send(lab.topics.candidates, key=rid.encode(), value=raw)
+        if pace_s:
+            time.sleep(pace_s)
+    producer.flush()
+    producer.close()
+
+
