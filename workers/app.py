@@ -47,6 +47,27 @@ from workers.settings import WorkerSettings
 CONTROLLED = ("route", "fused", "shadow")
 
 
+def limit_fetch_wait(ms: int) -> None:
+    """Cap the consumer's fetch wait (faust hard-codes 1500 ms for aiokafka).
+
+    A broker may hold a fetch until the wait runs out even when records arrive (the embedded
+    broker does: a record then waits up to the full wait before a worker sees it), so the
+    wait bounds the added latency of every hop. Applied once per process, to every consumer
+    faust creates.
+    """
+    import aiokafka
+
+    cls: Any = aiokafka.AIOKafkaConsumer
+    original = getattr(cls, "_ctxbudget_init", None) or cls.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["fetch_max_wait_ms"] = ms
+        original(self, *args, **kwargs)
+
+    cls._ctxbudget_init = original
+    cls.__init__ = init
+
+
 def initial_state(settings: WorkerSettings, policies: Path) -> ControlState:
     """policies/rollout.yaml when present, else the baseline from CTXBUDGET_POLICY."""
     path = policies / "rollout.yaml"
@@ -112,6 +133,7 @@ class WorkerApp:
         self._producer: Any = None
         name = "-".join(self.stages) if len(self.stages) < 4 else "all"
         self._datadir = tempfile.mkdtemp(prefix=f"ctxbudget-{name}-")
+        limit_fetch_wait(settings.fetch_max_wait_ms)
         self.app = faust.App(
             f"{settings.group_prefix}-{name}",
             broker=[f"kafka://{b}" for b in settings.bootstrap()],

@@ -51,6 +51,9 @@ class WorkerSettings(BaseSettings):
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     rebalance_timeout_s: float = Field(default=10.0, gt=0)
     commit_interval_s: float = Field(default=1.0, gt=0)
+    fetch_max_wait_ms: int = Field(
+        default=50, ge=1, le=5000, description="longest a fetch may wait for records"
+    )
     max_message_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     write_intermediate: bool = Field(
         default=False, description="fused worker: also write routed/consolidated/packed topics"
