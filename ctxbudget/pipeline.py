@@ -67,7 +67,7 @@ class Pipeline:
         batch: CandidateBatch,
         *,
         lane: Lane = "live",
-        cohort: str = "all",
+        cohort: str = "baseline",
         clock: Clock | None = None,
     ) -> PipelineResult:
         """Pack one batch. ``clock`` (seconds) only feeds the traces' latency figures."""

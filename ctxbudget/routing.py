@@ -78,7 +78,7 @@ class QueryRouter:
         self.tokenizers = tokenizers
 
     def run(
-        self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "all"
+        self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
     ) -> RoutedBatch:
         counter = self.tokenizers.get(batch.model.tokenizer)
         decision = classify(batch.query, self.rules, self.policy.fallback_class)

@@ -20,13 +20,10 @@ from typing import IO, Protocol
 
 from ctxbudget.analytics.records import Position, Rows
 from ctxbudget.analytics.store import AuditStore, Counts
-from ctxbudget.cli.common import read_lines
 
 
 class Records(Protocol):
     """What the Kafka loop needs from a source (``kafka_source.KafkaSource`` or a fake)."""
-
-    positions: dict[tuple[str, int], int]
 
     def poll(self, *, timeout_ms: int, max_records: int) -> Sequence[_Record]: ...
 
@@ -73,14 +70,21 @@ class Progress:
     records: int = 0
     written: Counts = field(default_factory=Counts)
     _last: float = 0.0
+    _shown: tuple[int, ...] = ()
 
     def update(self, records: int, written: Counts, *, force: bool = False) -> None:
         self.records += records
         self.written.add(written)
         now = time.monotonic()
-        if force or now - self._last >= self.every_s:
-            self._last = now
-            tty = self.stream.isatty()
+        state = (self.records, self.written.events, self.written.packs, self.written.rejects)
+        tty = self.stream.isatty()
+        if force and state == self._shown:  # the last line printed already says it all
+            if tty:
+                self.stream.write("\n")
+            return
+        changed = state != self._shown or tty  # a log file gets no line while nothing moves
+        if force or (changed and now - self._last >= self.every_s):
+            self._last, self._shown = now, state
             end = "" if tty and not force else "\n"
             self.stream.write(("\r" if tty else "") + self.line() + end)
             self.stream.flush()
@@ -101,7 +105,7 @@ class Sink:
     """Feeds an :class:`AuditStore` in batches of ``batch_size`` records."""
 
     store: AuditStore
-    batch_size: int = 500
+    batch_size: int = 1000
     progress: Progress = field(default_factory=Progress)
     stop: Stop = field(default_factory=Stop)
 
@@ -110,7 +114,7 @@ class Sink:
         rows, n = Rows(), 0
         for path in paths:
             origin = path if path == "-" else os.path.abspath(path)
-            for line_no, raw in read_lines(path):
+            for line_no, raw in _lines(path):
                 rows.add(raw, Position(origin, -1, line_no))
                 n += 1
                 if n >= self.batch_size:
@@ -145,3 +149,20 @@ class Sink:
             self.progress.update(len(records), self.store.write(rows, consumed))
         self.progress.update(0, Counts(), force=True)
         return self.progress
+
+
+def _lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of each non-blank line; '-' reads stdin.
+
+    Not ``ctxbudget.cli.common.read_lines``: importing the CLI package from here would be
+    circular (the CLI registers the analyst commands, which import this module).
+    """
+    fh = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    try:
+        for n, line in enumerate(fh, start=1):
+            line = line.rstrip(b"\r\n")
+            if line.strip():
+                yield n, line
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ctxbudget.analytics.sink import Progress, Sink, Stop
+from ctxbudget.analytics.sink import Progress, Sink
 from ctxbudget.analytics.store import AuditDbError, AuditStore
 from ctxbudget.errors import CtxBudgetError
 
@@ -40,7 +40,13 @@ from ctxbudget.errors import CtxBudgetError
     default=None,
     help="Kafka: exit after this many seconds without a record (default: run until stopped).",
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Records per transaction.",
+)
 @click.option(
     "--progress-every",
     type=click.FloatRange(min=0),
@@ -68,7 +74,6 @@ def audit_sink_cmd(
         store = AuditStore(db)
     except CtxBudgetError as e:
         raise click.ClickException(str(e)) from e
-    before = store.counts().rejects
     sink = Sink(store, batch_size=batch_size, progress=Progress(every_s=progress_every))
     try:
         with sink.stop.on_signals():
@@ -80,12 +85,14 @@ def audit_sink_cmd(
         store.close()
     if sink.stop.signal_name:
         click.echo(f"audit-sink: stopped by {sink.stop.signal_name}", err=True)
-    if (trace_files or pack_files) and sink.progress.written.rejects > before * 0:
+    if (trace_files or pack_files) and sink.progress.written.rejects:
         sys.exit(1)
 
 
 def _run_kafka(sink: Sink, brokers: str | None, until_idle: float | None) -> None:
     try:
+        from kafka.errors import KafkaError
+
         from ctxbudget.analytics.kafka_source import KafkaSource, consumer_config
     except ModuleNotFoundError as e:
         raise click.ClickException(
@@ -99,9 +106,17 @@ def _run_kafka(sink: Sink, brokers: str | None, until_idle: float | None) -> Non
     topics = [names.audit, names.packs, names.shadow]
     config = consumer_config(settings, brokers or settings.brokers)
     click.echo(f"audit-sink: {', '.join(topics)} from {config['bootstrap_servers']}", err=True)
-    source = KafkaSource(config, topics, sink.store.offsets())
+    try:
+        source = KafkaSource(config, topics, sink.store.offsets())
+    except KafkaError as e:
+        raise click.ClickException(f"cannot reach {brokers or settings.brokers}: {e!r}") from e
     try:
         sink.run_kafka(source, until_idle=until_idle)
+        missing = source.missing_topics()
+        if missing:
+            click.echo(
+                f"audit-sink: topics not found on the broker: {', '.join(missing)}", err=True
+            )
     finally:
         source.close()
 

@@ -48,7 +48,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 )
 @click.option("--policies", "policies_opt", help="Policies folder (default: ./policies).")
 @click.option("--lane", type=click.Choice(["live", "shadow"]), default="live", show_default=True)
-@click.option("--cohort", default="all", show_default=True)
+@click.option("--cohort", default="baseline", show_default=True)
 @click.option(
     "--progress/--no-progress",
     default=None,
