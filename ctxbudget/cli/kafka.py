@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -106,6 +108,12 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
     WorkerApp(settings, chosen).run()
 
 
+def _max_loop_lag(log_path: Path) -> float | None:
+    """The worker's worst event-loop lag, from its last metrics line."""
+    found = re.findall(r"max_loop_lag_ms=([0-9.]+)", log_path.read_text(errors="replace"))
+    return float(found[-1]) if found else None
+
+
 @click.command("demo")
 @click.option(
     "--batches",
@@ -147,13 +155,15 @@ def demo_cmd(batches: str | None, repeat: int, topology: str, timeout: float) ->
             CTXBUDGET_BROKERS=broker.bootstrap,
             CTXBUDGET_POLICIES=str(policies_dir(None)),
         )
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "ctxbudget", "worker", *stages],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        click.echo(f"worker      pid {worker.pid} ({topology} topology)", err=True)
+        log_path = Path(tempfile.mkstemp(prefix="ctxbudget-demo-worker-", suffix=".log")[1])
+        with log_path.open("wb") as log_file:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "ctxbudget", "worker", *stages],
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        click.echo(f"worker      pid {worker.pid} ({topology} topology), log {log_path}", err=True)
         try:
             summary = run_demo(
                 broker.bootstrap, traffic, timeout_s=timeout, policies=policies_dir(None)
@@ -166,5 +176,8 @@ def demo_cmd(batches: str | None, repeat: int, topology: str, timeout: float) ->
                 worker.kill()
         for line in summary.lines():
             click.echo(line)
+        lag = _max_loop_lag(log_path)
+        if lag is not None:
+            click.echo(f"demo: worker event-loop lag, worst 50 ms probe: {lag:.1f} ms")
         if not summary.ok:
             sys.exit(1)
