@@ -75,6 +75,7 @@ def initial_state(settings: WorkerSettings, policies: Path) -> ControlState:
     path = policies / "rollout.yaml"
     return load_rollout(path) if path.exists() else ControlState(baseline=settings.policy)
 
+
 log = structlog.get_logger("ctxbudget.worker")
 
 #: Most records one agent handles in one unit of work (see ``WorkerApp._consume``).
@@ -288,26 +289,37 @@ class WorkerApp:
         if not any(s in CONTROLLED for s in self.stages):
             return
         self.follower = ControlFollower(
-            bootstrap=self.settings.bootstrap(), topic=self.settings.topics.control,
-            holder=self.holder, on_apply=self._control_applied,
+            bootstrap=self.settings.bootstrap(),
+            topic=self.settings.topics.control,
+            holder=self.holder,
+            on_apply=self._control_applied,
         )
         self.follower.start()
         if self.follower.wait_caught_up(timeout_s):
             state = self.holder.get()
-            log.info("control state in force", version=state.version, baseline=state.baseline,
-                     candidate=state.candidate, percent=state.percent, shadow=state.shadow,
-                     killed=state.killed)
+            log.info(
+                "control state in force",
+                version=state.version,
+                baseline=state.baseline,
+                candidate=state.candidate,
+                percent=state.percent,
+                shadow=state.shadow,
+                killed=state.killed,
+            )
             return
         self.holder.force(baseline_only(self.file_state))
         self.metrics.inc("control_unavailable")
-        log.error("CONTROL TOPIC UNREADABLE AT START: packing with the baseline policy only "
-                  f"({self.file_state.baseline}); will apply the control state once readable",
-                  topic=self.settings.topics.control)
+        log.error(
+            "CONTROL TOPIC UNREADABLE AT START: packing with the baseline policy only "
+            f"({self.file_state.baseline}); will apply the control state once readable",
+            topic=self.settings.topics.control,
+        )
 
     def _control_applied(self, state: ControlState, lag_ms: float) -> None:
         self.metrics.inc("control_applied")
-        event = ControlApplied(worker=self.worker_id, version=state.version, lag_ms=lag_ms,
-                               killed=state.killed)
+        event = ControlApplied(
+            worker=self.worker_id, version=state.version, lag_ms=lag_ms, killed=state.killed
+        )
         try:
             producer = self._control_producer()
             producer.send(self.settings.topics.audit, key=b"control", value=encode(event))
@@ -332,8 +344,12 @@ class WorkerApp:
         try:
             worker.execute_from_commandline()
         finally:
-            log.info("final metrics", stages=self.stages,
-                     max_loop_lag_ms=round(self.max_lag_ms, 1), **self.metrics.snapshot())
+            log.info(
+                "final metrics",
+                stages=self.stages,
+                max_loop_lag_ms=round(self.max_lag_ms, 1),
+                **self.metrics.snapshot(),
+            )
             if self.follower is not None:
                 self.follower.stop()
             if self._producer is not None:

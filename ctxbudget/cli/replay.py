@@ -265,10 +265,17 @@ def _read_packs(path: str, run_id: str | None) -> list[Pack]:
     return out
 
 
-def _topic_packs(brokers: str, topic: str, run_id: str | None) -> list[Pack]:
+def _topic_packs(
+    brokers: str,
+    topic: str,
+    run_id: str | None,
+    *,
+    since: float | None = None,
+    until: float | None = None,
+) -> list[Pack]:
     out = []
     for where, raw, _ in _from_topic(
-        brokers, topic, from_offset=None, to_offset=None, since=None, until=None
+        brokers, topic, from_offset=None, to_offset=None, since=since, until=until
     ):
         try:
             pack = decode(raw, Pack)
@@ -297,6 +304,8 @@ def _topic_packs(brokers: str, topic: str, run_id: str | None) -> list[Pack]:
     help="Policy the noise floor packs the batches with (twice).",
 )
 @click.option("--policies", "policies_opt")
+@click.option("--since", help="Topic packs written at or after this ISO time.")
+@click.option("--until", help="Topic packs written at or before this ISO time.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def compare_cmd(
     live_path: str | None,
@@ -306,6 +315,8 @@ def compare_cmd(
     batches_path: str | None,
     live_policy: str,
     policies_opt: str | None,
+    since: str | None,
+    until: str | None,
     as_json: bool,
 ) -> None:
     """Compare live and shadow packs of the same requests (tokens, overlap, order, drops)."""
@@ -317,12 +328,16 @@ def compare_cmd(
     live = (
         _read_packs(live_path, None)
         if live_path
-        else _topic_packs(brokers or "", topics.packs, None)
+        else _topic_packs(
+            brokers or "", topics.packs, None, since=_parse_time(since), until=_parse_time(until)
+        )
     )
     shadow = (
         _read_packs(shadow_path, run_id)
         if shadow_path
-        else _topic_packs(brokers or "", topics.shadow, run_id)
+        else _topic_packs(
+            brokers or "", topics.shadow, run_id, since=_parse_time(since), until=_parse_time(until)
+        )
     )
     labels: dict[str, tuple[str, ...]] = {}
     noise = None

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import orjson
@@ -17,11 +18,18 @@ from tests.integration.lab import Lab, batches, collect, produce
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-def _cli(lab: Lab, *args: str, env_extra: dict[str, str] | None = None
-         ) -> subprocess.CompletedProcess[bytes]:
+def _cli(
+    lab: Lab, *args: str, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     env = {**lab.env(), **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "ctxbudget", *args], env=env, cwd=REPO,
-                          capture_output=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxbudget", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _audit(lab: Lab, schema: str) -> list[dict[str, object]]:
@@ -35,8 +43,9 @@ def _audit(lab: Lab, schema: str) -> list[dict[str, object]]:
     return out
 
 
-def _applied(lab: Lab, version: int, workers: int, timeout_s: float = 30
-             ) -> list[dict[str, object]]:
+def _applied(
+    lab: Lab, version: int, workers: int, timeout_s: float = 30
+) -> list[dict[str, object]]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         got = [e for e in _audit(lab, "ctx.control_applied.v1") if e["version"] == version]
@@ -88,8 +97,10 @@ def test_kill_switch_reaches_two_workers(lab: Lab, tmp_path: Path) -> None:
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=60)
     assert _policies_of({r: got[r] for r, _ in items}) == {"default@1"}
     lags.sort()
-    print(f"control propagation over {len(lags)} applications: max {lags[-1]:.0f} ms, "
-          f"median {lags[len(lags) // 2]:.0f} ms")
+    print(
+        f"control propagation over {len(lags)} applications: max {lags[-1]:.0f} ms, "
+        f"median {lags[len(lags) // 2]:.0f} ms"
+    )
 
 
 def test_a_restarted_worker_keeps_the_control_state(lab: Lab, tmp_path: Path) -> None:
@@ -126,8 +137,17 @@ def test_replay_pointed_at_the_live_input_topic_writes_no_live_pack(lab: Lab) ->
     """Replay reads the live input topic and writes only shadow packs and traces."""
     items = batches(25, seed=50)
     produce(lab, items)
-    proc = _cli(lab, "replay", "--from-topic", lab.topics.candidates, "--policy", "lean@1",
-                "--run-id", "replay-it", "--no-progress")
+    proc = _cli(
+        lab,
+        "replay",
+        "--from-topic",
+        lab.topics.candidates,
+        "--policy",
+        "lean@1",
+        "--run-id",
+        "replay-it",
+        "--no-progress",
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"25 shadow packs" in proc.stderr
     shadow, _ = collect(lab, lab.topics.shadow, {r for r, _ in items}, timeout_s=30)
@@ -144,11 +164,64 @@ def test_an_unreadable_control_topic_means_baseline_only(lab: Lab, tmp_path: Pat
     shutil.copytree(REPO / "policies", policies)
     rollout = policies / "rollout.yaml"
     rollout.write_text(rollout.read_text().replace("percent: 0 ", "percent: 100 "))
-    lab.env_overrides = {"CTXBUDGET_POLICIES": str(policies),
-                         "CTXBUDGET_TOPICS__CONTROL": f"missing.{lab.suffix}"}
+    lab.env_overrides = {
+        "CTXBUDGET_POLICIES": str(policies),
+        "CTXBUDGET_TOPICS__CONTROL": f"missing.{lab.suffix}",
+    }
     lab.start("fused", log_dir=tmp_path)
     items = batches(5, seed=60)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=90)
     assert _policies_of(got) == {"default@1"}
     assert "CONTROL TOPIC UNREADABLE" in lab.logs[-1].read_text(errors="replace")
+
+
+def test_replay_by_offsets_and_by_time_window(lab: Lab) -> None:
+    """Offsets bound every partition; a time window filters on record timestamps."""
+    first = batches(12, seed=70)
+    produce(lab, first)
+    time.sleep(1.2)
+    middle = time.time()
+    time.sleep(1.2)
+    second = batches(8, seed=71)
+    produce(lab, second)
+    proc = _cli(
+        lab,
+        "replay",
+        "--from-topic",
+        lab.topics.candidates,
+        "--from-offset",
+        "0",
+        "--to-offset",
+        "0",
+        "--policy",
+        "default@1",
+        "--run-id",
+        "offsets",
+        "--no-progress",
+        "--out",
+        "/dev/null",
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    # offset 0 of each of the 4 partitions: one batch per partition that has records
+    assert b"replay offsets: 4 batches" in proc.stderr
+    iso = datetime.fromtimestamp(middle).isoformat()
+    proc = _cli(
+        lab,
+        "replay",
+        "--from-topic",
+        lab.topics.candidates,
+        "--since",
+        iso,
+        "--policy",
+        "default@1",
+        "--run-id",
+        "window",
+        "--no-progress",
+        "--out",
+        "/dev/null",
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert b"replay window: 8 batches" in proc.stderr
+    cmp = _cli(lab, "compare", "--run-id", "window", "--since", iso)
+    assert cmp.returncode == 0, cmp.stderr.decode()
