@@ -20,10 +20,12 @@ order, and every tie is broken on explicit keys.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import numpy as np
 
@@ -38,7 +40,7 @@ from ctxbudget.schemas import (
     Piece,
     RoutedBatch,
 )
-from ctxbudget.text import containment, jaccard, normalize, shingles, words
+from ctxbudget.text import ShingleIndex, containment, jaccard, text_features
 
 PIECE_SEPARATOR = "\n"
 #: Shingle containment at or above which a passage is a verbatim copy of another.
@@ -79,6 +81,10 @@ class _Unit:
     span_start: int | None
     best: int = -1
     shingle_set: frozenset[int] = field(default=frozenset())
+    #: ``normalize(text)``: equal for exact duplicates.
+    norm: str = ""
+    #: The shingles of ``shingle_set`` that another unit of the batch holds too.
+    shared: set[int] = field(default_factory=set)
 
 
 class Consolidator:
@@ -91,19 +97,19 @@ class Consolidator:
         batch = routed.batch
         cands = batch.candidates
         fld = primary_score_field(cands[i] for i in routed.admissible)
-
-        def key(i: int) -> tuple[int, float, float, str]:
+        authority_of = self.policy.authority_of
+        keys: dict[int, tuple[int, float, float, str]] = {}
+        for i in routed.admissible:
             c = cands[i]
-            return rank_key(
-                _score(c, fld), self.policy.authority_of(c.source_id, c.authority), c.chunk_id
-            )
+            keys[i] = rank_key(_score(c, fld), authority_of(c.source_id, c.authority), c.chunk_id)
+        key: _Key = keys.__getitem__
 
         dropped: list[CandidateFate] = []
         alive = self._collapse_ids(routed.admissible, cands, key, dropped)
         if not routed.history:
             alive = self._drop_stale(alive, cands, batch.query.as_of, dropped)
-        units = self._build_units(alive, cands, key)
-        items = self._families(units, cands, key, fld, dropped)
+        units, repeated = self._build_units(alive, cands, key)
+        items = self._families(units, repeated, cands, key, fld, dropped)
         dropped.sort(key=lambda f: (f.chunk_id, f.reason))
         return ConsolidatedBatch(
             request_id=routed.request_id, routed=routed, items=tuple(items), dropped=tuple(dropped)
@@ -123,14 +129,18 @@ class Consolidator:
             by_id[cands[i].chunk_id].append(i)
         alive = []
         for cid in sorted(by_id):
-            # Ties between copies of one chunk id fall back to their canonical JSON, so the
-            # choice never depends on the input order.
-            group = sorted(by_id[cid], key=lambda i: (key(i), encode(cands[i])))
+            group = by_id[cid]
+            if len(group) > 1:
+                # Ties between copies of one chunk id fall back to their canonical JSON, so the
+                # choice never depends on the input order.
+                group = sorted(group, key=lambda i: (key(i), encode(cands[i])))
+                dropped.extend(
+                    CandidateFate(
+                        chunk_id=cid, reason="duplicate", detail="same chunk_id", kept_as=cid
+                    )
+                    for _ in group[1:]
+                )
             alive.append(group[0])
-            dropped.extend(
-                CandidateFate(chunk_id=cid, reason="duplicate", detail="same chunk_id", kept_as=cid)
-                for _ in group[1:]
-            )
         return alive
 
     # -- 2. versions
@@ -170,7 +180,10 @@ class Consolidator:
 
     # -- 3. spans and parents
 
-    def _build_units(self, alive: list[int], cands: Sequence[Candidate], key: _Key) -> list[_Unit]:
+    def _build_units(
+        self, alive: list[int], cands: Sequence[Candidate], key: _Key
+    ) -> tuple[list[_Unit], dict[int, int]]:
+        """The units, and how many units hold each shingle that more than one holds."""
         by_doc: dict[str, list[int]] = defaultdict(list)
         for i in sorted(alive, key=lambda i: cands[i].chunk_id):
             by_doc[cands[i].doc_id].append(i)
@@ -179,16 +192,22 @@ class Consolidator:
             doc_units = _merge_spans(by_doc[doc], cands)
             units.extend(_group_parents(doc_units, cands))
         size = self.policy.near_duplicate.shingle_words
-        for u in units:
+        index, norms = text_features([u.text for u in units], size)
+        for u, shingle_set, shared, norm in zip(
+            units, index.sets, index.shared, norms, strict=True
+        ):
             u.best = min(u.members, key=key)
-            u.shingle_set = shingles(words(u.text), size)
-        return units
+            u.shingle_set = shingle_set
+            u.shared = shared
+            u.norm = norm
+        return units, index.repeated
 
     # -- 4. families
 
     def _families(
         self,
         units: list[_Unit],
+        repeated: dict[int, int],
         cands: Sequence[Candidate],
         key: _Key,
         fld: str,
@@ -203,8 +222,8 @@ class Consolidator:
                 x = parent[x]
             return x
 
-        exact = [normalize(u.text) for u in units]
-        for a, b in self._similar_pairs(units, cands, exact):
+        exact = [u.norm for u in units]
+        for a, b in self._similar_pairs(units, repeated, cands, exact):
             if exact[a] != exact[b] and self._independent(units[a], units[b], cands):
                 continue
             ra, rb = find(a), find(b)
@@ -232,7 +251,11 @@ class Consolidator:
         )
 
     def _similar_pairs(
-        self, units: list[_Unit], cands: Sequence[Candidate], exact: list[str]
+        self,
+        units: list[_Unit],
+        repeated: dict[int, int],
+        cands: Sequence[Candidate],
+        exact: list[str],
     ) -> list[tuple[int, int]]:
         nd = self.policy.near_duplicate
         pairs: set[tuple[int, int]] = set()
@@ -242,25 +265,8 @@ class Consolidator:
                 pairs.add((first_by_text[text], u))
             else:
                 first_by_text[text] = u
-        # Candidate pairs share at least one shingle: an inverted index keeps this linear
-        # in the text size unless many passages really are copies of each other.
-        postings: dict[int, list[int]] = defaultdict(list)
-        for u, unit in enumerate(units):
-            for s in unit.shingle_set:
-                postings[s].append(u)
-        seen: set[tuple[int, int]] = set()
-        for plist in postings.values():
-            if len(plist) < 2:
-                continue
-            for x in range(len(plist)):
-                for y in range(x + 1, len(plist)):
-                    pair = (plist[x], plist[y]) if plist[x] < plist[y] else (plist[y], plist[x])
-                    if pair in seen:
-                        continue
-                    seen.add(pair)
-                    sa, sb = units[pair[0]].shingle_set, units[pair[1]].shingle_set
-                    if jaccard(sa, sb) >= nd.jaccard or containment(sa, sb) >= nd.containment:
-                        pairs.add(pair)
+        index = ShingleIndex([u.shingle_set for u in units], repeated, [u.shared for u in units])
+        pairs.update(near_duplicate_pairs(index, nd.jaccard, nd.containment))
         pairs.update(_cosine_pairs(units, cands, nd.cosine))
         return sorted(pairs)
 
@@ -412,3 +418,74 @@ def _cosine_pairs(
     sim = m @ m.T
     xs, ys = np.nonzero(np.triu(sim, k=1) >= threshold)
     return [(int(x), int(y)) for x, y in zip(xs, ys, strict=True)]
+
+
+def near_duplicate_pairs(
+    index: ShingleIndex, jaccard_min: float, containment_min: float
+) -> list[tuple[int, int]]:
+    """The pairs ``(a, b)``, ``a < b``, of shingle sets that share a shingle and whose Jaccard
+    index reaches ``jaccard_min`` or whose containment reaches ``containment_min`` (in no
+    particular order: the caller sorts them).
+
+    Exact, found with prefix filtering as in all-pairs similarity joins, so the work follows
+    the copies there are rather than the square of the batch. Order the shingles by (number
+    of sets holding them, value): rare first, and shingles of one set only before all others.
+    A pair that passes shares at least ``need`` shingles, so it shares one of the first
+    ``|s| - need + 1`` shingles of a set ``s`` (the others are too few to make ``need``):
+
+    - containment (overlap >= c * |smaller|): the smaller set's prefix meets the other set,
+      so each set probes an index of the sets holding its prefix shingles;
+    - Jaccard (overlap >= t * |larger| >= t * |either|): the first common shingle lies in
+      both prefixes (Chaudhuri et al.), so only sets whose prefixes meet are paired.
+
+    Shingles no other set holds can never be common: a set whose prefix holds only those is
+    skipped without a probe. Every candidate pair is tested with the same arithmetic as
+    :func:`ctxbudget.text.jaccard` and :func:`ctxbudget.text.containment`.
+    """
+    sets, freq, shared_of = index.sets, index.repeated, index.shared
+    if not freq:
+        return []
+    n_cont = [_shared_prefix(sets[u], m, containment_min) for u, m in enumerate(shared_of)]
+    n_jac = [_shared_prefix(sets[u], m, jaccard_min) for u, m in enumerate(shared_of)]
+    # each set's shared shingles, rarest first (only for the sets that probe at all)
+    ordered = [
+        sorted(sorted(m), key=freq.__getitem__) if max(c, j) > 0 else []
+        for m, c, j in zip(shared_of, n_cont, n_jac, strict=True)
+    ]
+    candidates: set[tuple[int, int]] = set()
+    # containment: each set's prefix against every set holding those shingles
+    probes = [ordered[u][:k] for u, k in enumerate(n_cont) if k > 0]
+    wanted = set().union(*probes)
+    if wanted:
+        holders: dict[int, list[int]] = {g: [] for g in wanted}
+        for u, m in enumerate(shared_of):
+            for g in m & wanted:
+                holders[g].append(u)
+        for u, k in enumerate(n_cont):
+            for g in ordered[u][:k]:
+                candidates.update((u, v) if u < v else (v, u) for v in holders[g] if v != u)
+    # Jaccard: sets whose prefixes meet
+    by_prefix: dict[int, list[int]] = defaultdict(list)
+    for u, k in enumerate(n_jac):
+        for g in ordered[u][:k]:
+            by_prefix[g].append(u)
+    for members in by_prefix.values():
+        candidates.update(combinations(members, 2))
+    out = []
+    for a, b in candidates:
+        sa, sb = sets[a], sets[b]
+        inter = len(sa & sb)
+        if (
+            inter / (len(sa) + len(sb) - inter) >= jaccard_min
+            or inter / min(len(sa), len(sb)) >= containment_min
+        ):
+            out.append((a, b))
+    return out
+
+
+def _shared_prefix(s: frozenset[int], shared: set[int], threshold: float) -> int:
+    """How many of ``s``'s shared shingles its prefix holds for an overlap of ``threshold``."""
+    # The overlap a passing pair needs, lowered a hair against float error (a smaller need
+    # only makes a longer prefix), and never below the one shingle every candidate shares.
+    need = max(1, math.ceil(threshold * len(s) - 1e-6))
+    return max(0, len(shared) - need + 1)

@@ -25,18 +25,24 @@ CLOSE_SET = "</evidence_set>"
 
 _TEXT_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _ATTR_ESCAPES = {**_TEXT_ESCAPES, '"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
-_TEXT_RX = re.compile("[&<>]")
-_ATTR_RX = re.compile('[&<>"\n\r\t]')
 _UNESCAPES = {v: k for k, v in _ATTR_ESCAPES.items()}
 _UNESCAPE_RX = re.compile("|".join(re.escape(k) for k in _UNESCAPES))
 
 
 def escape_text(text: str) -> str:
-    return _TEXT_RX.sub(lambda m: _TEXT_ESCAPES[m.group(0)], text)
+    # One str.replace per character present, "&" first so no escape is escaped again: the
+    # same result as one substitution pass, and text without markup is returned as it is.
+    for char, escaped in _TEXT_ESCAPES.items():
+        if char in text:
+            text = text.replace(char, escaped)
+    return text
 
 
 def escape_attr(value: str) -> str:
-    return _ATTR_RX.sub(lambda m: _ATTR_ESCAPES[m.group(0)], value)
+    for char, escaped in _ATTR_ESCAPES.items():
+        if char in value:
+            value = value.replace(char, escaped)
+    return value
 
 
 def unescape(text: str) -> str:
@@ -92,9 +98,14 @@ def render_item(item: EvidenceItem, location_mode: LocationMode = "always") -> s
 
 def render(items: Sequence[EvidenceItem], location_mode: LocationMode = "always") -> str:
     """The exact evidence block placed in the prompt; empty when nothing is admitted."""
-    if not items:
+    return join_rendered([render_item(i, location_mode) for i in items])
+
+
+def join_rendered(parts: Sequence[str]) -> str:
+    """The block made of items already rendered with :func:`render_item`, in order."""
+    if not parts:
         return ""
-    return OPEN_SET + "".join(render_item(i, location_mode) for i in items) + CLOSE_SET
+    return OPEN_SET + "".join(parts) + CLOSE_SET
 
 
 #: Ids, offsets and markup tokenize at about 2.5 characters per token.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbudget.compress import ExtractiveCompressor, map_range
-from ctxbudget.envelope import CLOSE_SET, OPEN_SET, evidence_id, render, render_item
+from ctxbudget.envelope import CLOSE_SET, OPEN_SET, evidence_id, join_rendered, render_item
 from ctxbudget.order import order_items
 from ctxbudget.policy import Policy
 from ctxbudget.schemas import (
@@ -59,6 +59,8 @@ class _Slot:
     admission: Admission
     evidence: EvidenceItem
     tokens: int
+    #: ``render_item(evidence)``: counted once, and reused for the block.
+    rendered: str
 
 
 class PackFinisher:
@@ -123,8 +125,9 @@ class PackFinisher:
         ranked = [s.admission.item for s in sorted(slots, key=lambda s: s.admission.rank)]
         order = order_items(ranked, cb.items, rules.ordering, versions_adjacent=routed.history)
         by_item = {s.admission.item: s for s in slots}
-        evidence = tuple(by_item[i].evidence for i in order)
-        rendered = render(evidence, self.policy.envelope_location)
+        placed = [by_item[i] for i in order]
+        evidence = tuple(s.evidence for s in placed)
+        rendered = join_rendered([s.rendered for s in placed])
         details["compressed"] = [e.evidence_id for e in evidence if e.compressed]
         pack = Pack(
             request_id=packed.request_id,
@@ -175,8 +178,11 @@ class PackFinisher:
         )
 
     def _slot(self, adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
-        n = counter.count(render_item(ev, self.policy.envelope_location))
-        return _Slot(admission=adm, evidence=ev.model_copy(update={"tokens": n}), tokens=n)
+        text = render_item(ev, self.policy.envelope_location)
+        n = counter.count(text)
+        return _Slot(
+            admission=adm, evidence=ev.model_copy(update={"tokens": n}), tokens=n, rendered=text
+        )
 
     @staticmethod
     def _total(slots: list[_Slot], counter: TokenCounter) -> int:

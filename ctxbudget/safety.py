@@ -85,11 +85,15 @@ _NEEDLES: dict[str, tuple[str, ...]] = {
 }
 #: The only non-ASCII characters ``re.IGNORECASE`` matches to an ASCII letter (checked against
 #: every code point in the tests): fold them before lower-casing so no needle is missed.
-_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLD = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
 
 
 def _folded(text: str) -> str:
-    return (text if text.isascii() else text.translate(_FOLD)).lower()
+    if not text.isascii():
+        for char, ascii_letter in _FOLD:
+            if char in text:
+                text = text.replace(char, ascii_letter)
+    return text.lower()
 
 
 def scan(text: str) -> tuple[str, ...]:
@@ -98,7 +102,7 @@ def scan(text: str) -> tuple[str, ...]:
     found = []
     for name, rx in CHECKS:
         needles = _NEEDLES.get(name)
-        if needles is not None and not any(n in folded for n in needles):
+        if needles is not None and not any(map(folded.__contains__, needles)):
             continue
         if rx.search(text):
             found.append(name)

@@ -38,7 +38,7 @@ from ctxbudget.schemas import (
     PackedBatch,
     Query,
 )
-from ctxbudget.text import STOPWORDS, content_terms, shingles, words
+from ctxbudget.text import STOPWORDS, content_terms, text_shingles_many, words
 from ctxbudget.tokens import estimate_tokens
 
 
@@ -69,6 +69,8 @@ class _Option:
     match: float
     source: str
     overlap: float = 0.0
+    #: ``terms & qterms``, the query terms the item carries (fixed for the batch).
+    qhits: frozenset[str] = frozenset()
 
 
 _CONNECTOR = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or|and|with|to)\s", re.I)
@@ -234,12 +236,14 @@ class EvidenceSelector:
         scores = [s for s in (items[i].score for i in eligible) if s is not None]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
         signals = troubleshooting_signals(query.text) if query_class == "troubleshooting" else None
+        size = self.policy.near_duplicate.shingle_words
+        all_grams = text_shingles_many([items[i].text for i in eligible], size)
         out = []
-        for rank, i in enumerate(eligible):
+        for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
             it = items[i]
             terms = content_terms(it.text if not it.title else f"{it.title} {it.text}")
-            grams = shingles(words(it.text), self.policy.near_duplicate.shingle_words)
-            lexical = len(terms & qterms) / len(qterms) if qterms else 0.0
+            qhits = terms & qterms
+            lexical = len(qhits) / len(qterms) if qterms else 0.0
             score = it.score
             if score is None:
                 rel = 0.5 * lexical
@@ -263,6 +267,7 @@ class EvidenceSelector:
                     header_est=head,
                     match=match,
                     source=it.source_id,
+                    qhits=qhits,
                 )
             )
         return out
@@ -303,13 +308,15 @@ class _Admission:
 
     def utility(self, o: _Option) -> float:
         w = self.rules.weights
-        gain = (
-            len((o.terms & self.qterms) - self.covered) / len(self.qterms) if self.qterms else 0.0
-        )
-        facet_gain = sum(
-            1
-            for f, done in zip(self.facets, self.facet_done, strict=True)
-            if not done and self._covers(o, f)
+        gain = len(o.qhits - self.covered) / len(self.qterms) if self.qterms else 0.0
+        facet_gain = (
+            sum(
+                1
+                for f, done in zip(self.facets, self.facet_done, strict=True)
+                if not done and self._covers(o, f)
+            )
+            if self.facets
+            else 0
         )
         return (
             w.relevance * o.rel
@@ -323,22 +330,29 @@ class _Admission:
         if self.remaining <= 0:
             self.budget_waiting.extend(options)
             return
+        # Each step takes the best remaining item (utility, then rank) through the gates.
+        # Utilities and gate outcomes change only when an item is admitted, so between two
+        # admissions the items come out in one sorted order: sort once per admission rather
+        # than search the pool once per item (k sorts instead of n maxima over n items).
         pool = list(options)
         while pool:
-            best = max(pool, key=lambda o: (self.utility(o), -o.rank))
-            pool.remove(best)
-            reason = self._gate(best)
-            if reason == "budget":
-                self.budget_waiting.append(best)
-                continue
-            if reason is not None:
+            utility = self.utility
+            ranked = sorted(pool, key=lambda o: (utility(o), -o.rank), reverse=True)
+            pool = []
+            for at, best in enumerate(ranked):
+                reason = self._gate(best)
+                if reason is None:
+                    pool = ranked[at + 1 :]
+                    self._take(best, pool, compress_to=None)
+                    break
+                if reason == "budget":
+                    self.budget_waiting.append(best)
+                    continue
                 fates[best.item] = reason
                 if reason == "item_cap":
-                    for o in pool:
+                    for o in ranked[at + 1 :]:
                         fates[o.item] = "item_cap"
-                    pool = []
-                continue
-            self._take(best, pool, compress_to=None)
+                    break
         self._compress_leftover()
 
     def _gate(self, o: _Option) -> DropReason | None:

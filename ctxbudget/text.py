@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 import zlib
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain, islice
+
+import numpy as np
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -144,43 +148,279 @@ STOPWORDS = frozenset(
 )
 
 
+#: ASCII bytes: letters and digits stay, everything else becomes a space. On ASCII text
+#: ``[^\W_]`` is exactly ``[A-Za-z0-9]``, so translating and splitting gives the same words as
+#: the regex, about three times faster.
+_ASCII_WORD_BYTES = bytes(b if chr(b).isalnum() else 0x20 for b in range(128)) + b" " * 128
+
+
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters and digits), in order."""
-    return _WORD.findall(text.lower())
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
+    return _WORD.findall(lowered)
+
+
+#: Stopwords and the one-letter ASCII words: what is never a term in ASCII text.
+_NOT_TERMS = STOPWORDS | frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def terms_of(tokens: Iterable[str]) -> frozenset[str]:
+    """The distinct non-stopword terms among ``tokens`` (the output of :func:`words`):
+    words of two characters or more, and single digits."""
+    distinct = set(tokens)
+    distinct -= _NOT_TERMS
+    if "".join(distinct).isascii():
+        # ASCII words are letters and digits: the one-character words left are digits.
+        return frozenset(distinct)
+    return frozenset(w for w in distinct if len(w) > 1 or w.isdigit())
 
 
 def content_terms(text: str) -> frozenset[str]:
     """The distinct non-stopword terms of a text (used for query coverage)."""
-    return frozenset(w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit()))
+    return terms_of(words(text))
 
 
-def normalize(text: str) -> str:
-    """Canonical form for exact-duplicate detection: NFKC, case-folded, words only."""
+def normalize(text: str, tokens: Sequence[str] | None = None) -> str:
+    """Canonical form for exact-duplicate detection: NFKC, case-folded, words only.
+
+    ``tokens`` may pass ``words(text)`` when the caller has it: on ASCII text NFKC changes
+    nothing and case folding is lower-casing, so the canonical form is those words joined.
+    """
+    if text.isascii():
+        return " ".join(words(text) if tokens is None else tokens)
     return " ".join(words(unicodedata.normalize("NFKC", text).casefold()))
 
 
-@lru_cache(maxsize=1 << 16)
-def _word_id(word: str) -> int:
-    return zlib.crc32(word.encode("utf-8"))
+_SHINGLE_MULT = 1_000_003
+_SHINGLE_MASK = 0xFFFFFFFFFFFF
 
 
-def shingles(tokens: list[str], size: int) -> frozenset[int]:
-    """Stable integer ids of the word ``size``-grams of ``tokens`` (crc32-based, seed-free).
+class _WordIds(dict[str, int]):
+    """crc32 of each word's UTF-8 bytes, remembered (a lookup is cheaper than encoding and
+    hashing again); emptied when it grows past a vocabulary's worth of words."""
 
-    A text shorter than ``size`` words yields its single whole-text shingle.
+    limit = 1 << 18
+
+    def __missing__(self, word: str) -> int:
+        if len(self) >= self.limit:
+            self.clear()
+        value = zlib.crc32(word.encode("utf-8"))
+        self[word] = value
+        return value
+
+
+_WORD_ID = _WordIds()
+
+
+def _word_ids(tokens: Sequence[str]) -> list[int]:
+    return list(map(_WORD_ID.__getitem__, tokens))
+
+
+def _fold(ids: np.ndarray, size: int) -> np.ndarray:
+    """The shingle id of every window of ``size`` consecutive word ids.
+
+    The id of ``w_0 .. w_{k-1}`` is the fold ``h = (h * 1000003 + crc32(w_j)) mod 2**48``;
+    numpy's wrapping uint64 arithmetic is exact modulo 2**48 (a divisor of 2**64), so the
+    fold can be taken once over a whole array of ids.
     """
-    ids = [_word_id(w) for w in tokens]
-    if not ids:
-        return frozenset()
-    if len(ids) < size:
-        size = len(ids)
+    m = len(ids) - size + 1
+    acc = ids[:m].copy()
+    for j in range(1, size):
+        acc *= np.uint64(_SHINGLE_MULT)
+        acc += ids[j : j + m]
+    acc &= np.uint64(_SHINGLE_MASK)
+    return acc
+
+
+def _small_shingles(ids: Sequence[int], size: int) -> frozenset[int]:
+    """The same ids as :func:`_fold`, in plain Python (cheaper for a few dozen words)."""
+    if size == 1:
+        return frozenset(ids)
+    if size == 3:
+        k1, k2 = _SHINGLE_MULT, _SHINGLE_MULT * _SHINGLE_MULT
+        triples = zip(ids, ids[1:], ids[2:], strict=False)
+        return frozenset([(a * k2 + b * k1 + c) & _SHINGLE_MASK for a, b, c in triples])
     out = set()
     for i in range(len(ids) - size + 1):
         h = 0
         for j in range(size):
-            h = (h * 1_000_003 + ids[i + j]) & 0xFFFFFFFFFFFF
+            h = (h * _SHINGLE_MULT + ids[i + j]) & _SHINGLE_MASK
         out.add(h)
     return frozenset(out)
+
+
+def shingles(tokens: Sequence[str], size: int) -> frozenset[int]:
+    """Stable integer ids of the word ``size``-grams of ``tokens`` (crc32-based, seed-free).
+
+    A text shorter than ``size`` words yields its single whole-text shingle.
+    """
+    n = len(tokens)
+    if not n:
+        return frozenset()
+    size = min(size, n)
+    if n < 48 or size == 1:
+        return _small_shingles(_word_ids(tokens), size)
+    arr = np.fromiter(map(_WORD_ID.__getitem__, tokens), dtype=np.uint64, count=n)
+    return frozenset(_fold(arr, size).tolist())
+
+
+def shingles_of_many(token_lists: Sequence[Sequence[str]], size: int) -> list[frozenset[int]]:
+    """``[shingles(t, size) for t in token_lists]``, with one numpy fold for all of them."""
+    lens = [len(t) for t in token_lists]
+    if sum(lens) < size or size == 1:
+        return [shingles(t, size) for t in token_lists]
+    return _fold_many(token_lists, lens, size)[0]
+
+
+def _fold_many(
+    token_lists: Sequence[Sequence[str]], lens: list[int], size: int
+) -> tuple[list[frozenset[int]], np.ndarray, np.ndarray]:
+    """The shingle sets, the folded windows and which windows lie inside one text.
+
+    One fold over all the words: the windows that straddle two texts are computed and never
+    used. Needs ``sum(lens) >= size``.
+    """
+    flat = chain.from_iterable(token_lists)
+    ids = np.fromiter(map(_WORD_ID.__getitem__, flat), dtype=np.uint64, count=sum(lens))
+    folded = _fold(ids, size)
+    sets: list[frozenset[int]] = []
+    valid = np.zeros(len(folded), dtype=bool)
+    at = 0
+    for tokens, n in zip(token_lists, lens, strict=True):
+        if n >= size:
+            sets.append(frozenset(folded[at : at + n - size + 1].tolist()))
+            valid[at : at + n - size + 1] = True
+        else:
+            sets.append(shingles(tokens, size))
+        at += n
+    return sets, folded, valid
+
+
+@dataclass(frozen=True, slots=True)
+class ShingleIndex:
+    """The shingle sets of several texts, and which shingles more than one of them holds."""
+
+    sets: list[frozenset[int]]
+    #: shingle -> how many of the texts hold it, for the shingles two texts or more hold
+    repeated: dict[int, int]
+    #: per text, its shingles that another text holds too
+    shared: list[set[int]]
+
+
+def index_shingles(token_lists: Sequence[Sequence[str]], size: int) -> ShingleIndex:
+    """Shingle sets of many texts (one numpy fold), and the shingles repeated among them.
+
+    The repeated shingles are counted in numpy as distinct (shingle, text) pairs, so a
+    shingle no other text holds never reaches a Python loop.
+    """
+    lens = [len(t) for t in token_lists]
+    if sum(lens) < size or size == 1 or len(lens) >= 1 << 16:
+        return _index_sets([shingles(t, size) for t in token_lists])
+    sets, folded, valid = _fold_many(token_lists, lens, size)
+    owner = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)[: len(folded)]
+    keys = (folded[valid] << np.uint64(16)) | owner[valid]
+    short = [(g << 16) | u for u, n in enumerate(lens) if 0 < n < size for g in sets[u]]
+    if short:
+        keys = np.concatenate([keys, np.asarray(short, dtype=np.uint64)])
+    keys.sort()
+    pairs = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct (shingle, text)
+    grams = pairs >> np.uint64(16)
+    starts = np.flatnonzero(np.concatenate(([True], grams[1:] != grams[:-1])))
+    counts = np.diff(np.append(starts, len(grams)))
+    many = counts > 1
+    repeated = dict(zip(grams[starts[many]].tolist(), counts[many].tolist(), strict=True))
+    if not repeated:
+        return ShingleIndex(sets, repeated, [set() for _ in sets])
+    again = repeated.keys()
+    return ShingleIndex(sets, repeated, [again & s for s in sets])
+
+
+def _index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
+    """The same index built with set operations (the fallback of :func:`index_shingles`)."""
+    seen: set[int] = set()
+    again: set[int] = set()
+    for s in sets:
+        again |= seen & s
+        seen |= s
+    shared = [set(s & again) for s in sets]
+    repeated: dict[int, int] = {}
+    for m in shared:
+        for g in m:
+            repeated[g] = repeated.get(g, 0) + 1
+    return ShingleIndex(sets, repeated, shared)
+
+
+class _Memo:
+    """A bounded map from (text, size) to shingle sets; the oldest quarter goes when full.
+
+    Thread-safe for the workers' CPU threads. Values are immutable and a pure function of
+    the key, so the memo can never change a result, only skip recomputing one.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._data: dict[tuple[str, int], frozenset[int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> frozenset[int] | None:
+        return self._data.get(key)
+
+    def put(self, key: tuple[str, int], value: frozenset[int]) -> None:
+        with self._lock:
+            data = self._data
+            if len(data) >= self.maxsize:
+                for old in list(islice(data, max(1, self.maxsize // 4))):
+                    del data[old]
+            data[key] = value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+_SHINGLE_MEMO = _Memo(2048)
+
+
+def text_shingles(text: str, size: int) -> frozenset[int]:
+    """``shingles(words(text), size)``, remembered for the last couple of thousand texts.
+
+    Consolidation shingles every passage (and records them here) and selection shingles the
+    survivors again; in one process (the fused pipeline) the second time is a lookup.
+    """
+    found = _SHINGLE_MEMO.get((text, size))
+    if found is None:
+        found = shingles(words(text), size)
+        _SHINGLE_MEMO.put((text, size), found)
+    return found
+
+
+def text_shingles_many(texts: Sequence[str], size: int) -> list[frozenset[int]]:
+    """``[text_shingles(t, size) for t in texts]``; the ones not remembered in one batch."""
+    found = [_SHINGLE_MEMO.get((t, size)) for t in texts]
+    missing = [i for i, f in enumerate(found) if f is None]
+    if missing:
+        fresh = shingles_of_many([words(texts[i]) for i in missing], size)
+        for i, f in zip(missing, fresh, strict=True):
+            _SHINGLE_MEMO.put((texts[i], size), f)
+            found[i] = f
+    return [f for f in found if f is not None]
+
+
+def text_features(texts: Sequence[str], size: int) -> tuple[ShingleIndex, list[str]]:
+    """Shingle index and :func:`normalize` forms of ``texts``, the words split once for both."""
+    tokens = [words(t) for t in texts]
+    index = index_shingles(tokens, size)
+    for text, found in zip(texts, index.sets, strict=True):
+        _SHINGLE_MEMO.put((text, size), found)
+    norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
+    return index, norms
+
+
+def clear_memos() -> None:
+    """Forget memoised shingle sets (benchmarks start each pass cold)."""
+    _SHINGLE_MEMO.clear()
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:

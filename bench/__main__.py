@@ -1,0 +1,179 @@
+"""``python -m bench`` (``./dev bench``): the performance benchmarks, one command each.
+
+    python -m bench inproc   [--file F] [--n 1000] [--repeats 5] [--json-out F]
+    python -m bench scaling  [--sizes 10,30,100,300] [--lengths 0.5,1,2,4] [--json-out F]
+    python -m bench profile  [--file F] [--top 25] [--out hot.prof]
+    python -m bench kafka    [--topology split,fused] [--rate 100] [--duration 30] [--json-out F]
+    python -m bench soak     [--minutes 10] [--rate 100] [--topology fused] [--json-out F]
+    python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
+
+Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
+is wall clock on a shared machine: repeat runs and read the medians. Tests never time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.common import default_traffic, environment, write_json
+
+
+def _traffic_args(p: argparse.ArgumentParser, *, n: int = 1000) -> None:
+    p.add_argument("--file", type=Path, help="replay this CandidateBatch v1 JSONL instead")
+    p.add_argument("--limit", type=int, default=None, help="use the first N lines of --file")
+    p.add_argument("--n", type=int, default=n, help="synthetic batches to generate")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-msmarco", action="store_true", help="synthetic traffic only")
+    p.add_argument(
+        "--keep-tokens",
+        action="store_true",
+        help="keep candidates' token counts (default: strip them, as the issue asks)",
+    )
+    p.add_argument("--policy", default="default@1")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inproc", help="stages, fused, floor and naive, in process")
+    _traffic_args(p)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--no-naive", action="store_true")
+    p.add_argument("--json-out")
+
+    p = sub.add_parser("scaling", help="cost against candidates per batch and their length")
+    p.add_argument("--sizes", default="10,30,100,300")
+    p.add_argument("--lengths", default="0.5,1,2,4")
+    p.add_argument("--batches", type=int, default=40, help="batches per point")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--source", choices=("msmarco", "synthetic", "both"), default="both")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--policy", default="default@1")
+    p.add_argument("--json-out")
+
+    p = sub.add_parser("profile", help="cProfile of the fused hot path")
+    _traffic_args(p, n=500)
+    p.add_argument("--top", type=int, default=25)
+    p.add_argument("--out", help="also write the raw profile (pstats) here")
+    p.add_argument("--json-out")
+
+    for name, helptext in (
+        ("kafka", "through the embedded broker: split and fused topologies"),
+        ("soak", "a worker's resident memory over a long run at a fixed rate"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        _traffic_args(p, n=2000)
+        p.add_argument("--topology", default="split,fused" if name == "kafka" else "fused")
+        p.add_argument("--rate", type=float, default=100.0, help="batches/s of the latency run")
+        p.add_argument("--json-out")
+        p.add_argument(
+            "--cpu-threads", type=int, default=None, help="CTXBUDGET_CPU_THREADS of the workers"
+        )
+        p.add_argument(
+            "--fetch-wait-ms",
+            type=int,
+            default=None,
+            help="CTXBUDGET_FETCH_MAX_WAIT_MS of the workers (default: the worker's own)",
+        )
+        if name == "kafka":
+            p.add_argument("--duration", type=float, default=30.0, help="seconds per rate run")
+            p.add_argument(
+                "--rates",
+                default="",
+                help="extra offered rates to try, e.g. 200,300,400 (sustained = kept up)",
+            )
+            p.add_argument(
+                "--burst",
+                type=int,
+                default=6000,
+                help="batches produced at once to measure the throughput ceiling (0: skip)",
+            )
+            p.add_argument(
+                "--processes",
+                default="1,4",
+                help="split topology: 1 = four agents in one process, 4 = one per stage",
+            )
+        else:
+            p.add_argument("--minutes", type=float, default=10.0)
+            p.add_argument("--sample-s", type=float, default=5.0)
+
+    p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
+    p.add_argument("--json-out", help="a folder: one JSON file per benchmark")
+    p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so brokers and workers are stopped by their finally blocks
+    signal.signal(signal.SIGTERM, _interrupt)
+    if args.command == "all":
+        return _all(args)
+    return _run(args.command, args)
+
+
+def _run(command: str, args: Any) -> int:
+    report: dict[str, Any] = {"benchmark": command, "environment": environment()}
+    if command == "inproc":
+        from bench import inproc
+
+        runs = []
+        for traffic in default_traffic(args):
+            result = inproc.run(
+                traffic, repeats=args.repeats, policy=args.policy, naive=not args.no_naive
+            )
+            print(inproc.render(result), end="\n\n", flush=True)
+            runs.append(result)
+        report["runs"] = runs
+    elif command == "scaling":
+        from bench import scaling
+
+        report.update(scaling.run(args))
+    elif command == "profile":
+        from bench import profile
+
+        report.update(profile.run(args))
+    elif command == "kafka":
+        from bench import kafka
+
+        report.update(kafka.run(args))
+    elif command == "soak":
+        from bench import soak
+
+        report.update(soak.run(args))
+    write_json(args.json_out, report)
+    return 0
+
+
+def _all(args: Any) -> int:
+    out = Path(args.json_out) if args.json_out else None
+    quick = ["--n", "200", "--repeats", "2"] if args.quick else []
+    plans: list[tuple[str, list[str]]] = [
+        ("inproc", quick),
+        ("scaling", ["--batches", "10", "--repeats", "1"] if args.quick else []),
+        ("profile", ["--n", "200"] if args.quick else []),
+        ("kafka", ["--duration", "10", "--burst", "1000"] if args.quick else []),
+    ]
+    for name, extra in plans:
+        argv = [name, *extra]
+        if out is not None:
+            argv += ["--json-out", str(out / f"{name}.json")]
+        print(f"== {name} ==", flush=True)
+        rc = main(argv)
+        if rc:
+            return rc
+    return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""In-process benchmark: each stage, the four fused, the floor and the naive assembler.
+
+For every batch of the traffic, in one pass and in this order:
+
+* **fused** — what a fused worker does with one record, without Kafka: decode (pydantic,
+  strict) → route → consolidate → select → compress → encode the Pack → build and encode the
+  four TraceEvents. Each part is timed on its own; ``fused`` is their sum.
+* **floor** — the unavoidable work (the issue's definition): ``orjson.loads`` of the raw
+  batch plus one exact, uncached count of the final rendered evidence block.
+* **split hops** — what the four-worker topology adds in-process: each stage's output is
+  encoded and decoded again by the next worker (RoutedBatch, ConsolidatedBatch,
+  PackedBatch), and each worker pays its own decode/encode.
+* **naive** — ``bench.naive.naive_assemble`` (decode + tokenize every candidate + fill).
+
+Each pass starts cold: a new pipeline with an empty token-count cache, an empty shingle memo
+and a fresh naive counter, so no pass profits from the one before. Inside a pass the caches
+work as they do in production (a chunk that recurs in a later request is a cache hit).
+Figures are per batch; the reported value of each row is the median over the passes, and the
+ratio to the floor is taken pass by pass (both measured on the same batches, interleaved).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from bench.common import Summary, Traffic, table
+from ctxbudget.codec import decode, decode_batch, encode
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.policy import PolicyStore, default_policies_dir
+from ctxbudget.schemas import ConsolidatedBatch, PackedBatch, RoutedBatch
+from ctxbudget.tokens import TokenizerRegistry
+from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
+
+FUSED_PARTS = ("decode", "route", "consolidate", "select", "compress", "encode", "traces")
+HOP_PARTS = ("hop_routed", "hop_consolidated", "hop_packed")
+
+
+def clear_memos() -> None:
+    """Forget what earlier passes memoised (shingle sets), so each pass starts cold."""
+    from ctxbudget import text
+
+    clear = getattr(text, "clear_memos", None)  # absent in versions before the memo
+    if clear is not None:
+        clear()
+
+
+def fresh_pipeline(store: PolicyStore, policy: str) -> Pipeline:
+    return Pipeline.from_store(store, policy, tokenizers=TokenizerRegistry())
+
+
+def measure_pass(
+    lines: Sequence[bytes], store: PolicyStore, policy: str, *, naive: bool = True
+) -> dict[str, list[float]]:
+    """One cold pass over ``lines``: per-batch milliseconds of every part."""
+    from bench.naive import TiktokenCounter as NaiveCounter
+    from bench.naive import naive_assemble
+
+    clear_memos()
+    pipe = fresh_pipeline(store, policy)
+    naive_counter = NaiveCounter() if naive else None
+    out: dict[str, list[float]] = defaultdict(list)
+    clock = time.perf_counter
+    encoding: Any = None
+    for raw in lines:
+        t0 = clock()
+        batch = decode_batch(raw)
+        t1 = clock()
+        routed = pipe.router.run(batch)
+        t2 = clock()
+        cb = pipe.consolidator.run(routed)
+        t3 = clock()
+        packed = pipe.selector.run(cb)
+        t4 = clock()
+        finished = pipe.finisher.run(packed)
+        t5 = clock()
+        encode(finished.pack)
+        t6 = clock()
+        for trace in (
+            route_trace(routed, (t2 - t1) * 1000),
+            consolidate_trace(cb, (t3 - t2) * 1000),
+            select_trace(packed, (t4 - t3) * 1000),
+            compress_trace(finished, packed, (t5 - t4) * 1000),
+        ):
+            encode(trace)
+        t7 = clock()
+        marks = (t0, t1, t2, t3, t4, t5, t6, t7)
+        for name, a, b in zip(FUSED_PARTS, marks, marks[1:], strict=False):
+            out[name].append((b - a) * 1000)
+        out["fused"].append((t7 - t0) * 1000)
+
+        # the floor: decode the bytes, count the final block once, exactly, uncached
+        if encoding is None:
+            encoding = _raw_encoding(pipe, batch.model.tokenizer)
+        f0 = clock()
+        orjson.loads(raw)
+        f1 = clock()
+        encoding.encode_ordinary(finished.pack.rendered)
+        f2 = clock()
+        out["floor_decode"].append((f1 - f0) * 1000)
+        out["floor_count"].append((f2 - f1) * 1000)
+        out["floor"].append((f2 - f0) * 1000)
+
+        # what the split topology adds: the next worker decodes what this one encoded
+        for name, model, cls in (
+            ("hop_routed", routed, RoutedBatch),
+            ("hop_consolidated", cb, ConsolidatedBatch),
+            ("hop_packed", packed, PackedBatch),
+        ):
+            h0 = clock()
+            decode(encode(model), cls)
+            out[name].append((clock() - h0) * 1000)
+
+        if naive_counter is not None:
+            n0 = clock()
+            naive_assemble(decode_batch(raw), naive_counter)
+            out["naive"].append((clock() - n0) * 1000)
+    return dict(out)
+
+
+def _raw_encoding(pipe: Pipeline, tokenizer: str) -> Any:
+    counter = pipe.finisher.tokenizers.get(tokenizer)
+    return counter._encoding  # type: ignore[attr-defined]  # the uncached tiktoken encoding
+
+
+def run(
+    traffic: Traffic,
+    *,
+    repeats: int = 5,
+    policy: str = "default@1",
+    warmup: int = 20,
+    naive: bool = True,
+) -> dict[str, Any]:
+    store = PolicyStore.load(default_policies_dir())
+    measure_pass(traffic.lines[:warmup], store, policy, naive=naive)  # load, compile, JIT caches
+    passes = [measure_pass(traffic.lines, store, policy, naive=naive) for _ in range(repeats)]
+    rows = _rows(passes)
+    ratios = [statistics.fmean(p["fused"]) / statistics.fmean(p["floor"]) for p in passes]
+    pack_only = [
+        statistics.fmean([f - t for f, t in zip(p["fused"], p["traces"], strict=True)])
+        / statistics.fmean(p["floor"])
+        for p in passes
+    ]
+    return {
+        "traffic": {
+            "name": traffic.name,
+            "batches": len(traffic.lines),
+            "candidates_per_batch": round(traffic.candidates_per_batch, 1),
+            "bytes_per_batch": round(traffic.bytes_per_batch),
+        },
+        "repeats": repeats,
+        "policy": policy,
+        "rows": rows,
+        "ratio_fused_to_floor": round(statistics.median(ratios), 2),
+        "ratio_fused_to_floor_passes": [round(r, 2) for r in ratios],
+        "ratio_without_traces_to_floor": round(statistics.median(pack_only), 2),
+    }
+
+
+_LABELS = {
+    "decode": "  decode (pydantic, strict)",
+    "route": "  route",
+    "consolidate": "  consolidate",
+    "select": "  select",
+    "compress": "  compress (render + exact count)",
+    "encode": "  encode Pack",
+    "traces": "  4 TraceEvents (build + encode)",
+    "fused": "fused: all four stages, one hop",
+    "floor_decode": "  orjson.loads",
+    "floor_count": "  one exact count of the pack",
+    "floor": "floor: decode + one exact count",
+    "hop_routed": "  RoutedBatch encode + decode",
+    "hop_consolidated": "  ConsolidatedBatch encode + decode",
+    "hop_packed": "  PackedBatch encode + decode",
+    "split": "split: fused + the three hops",
+    "naive": "naive assembler (bench/naive.py)",
+}
+_ORDER = (
+    "fused",
+    *FUSED_PARTS,
+    "floor",
+    "floor_decode",
+    "floor_count",
+    "split",
+    *HOP_PARTS,
+    "naive",
+)
+
+
+def _rows(passes: Sequence[dict[str, list[float]]]) -> list[dict[str, Any]]:
+    for p in passes:
+        p["split"] = [
+            f + sum(p[h][i] for h in HOP_PARTS) for i, f in enumerate(p["fused"])
+        ]
+    rows = []
+    for name in _ORDER:
+        if name not in passes[0]:
+            continue
+        summaries = [Summary.of(p[name]) for p in passes]
+        mean = statistics.median(s.mean_ms for s in summaries)
+        rows.append(
+            {
+                "part": name,
+                "label": _LABELS[name].strip(),
+                "mean_ms": round(mean, 4),
+                "p50_ms": round(statistics.median(s.p50_ms for s in summaries), 4),
+                "p99_ms": round(statistics.median(s.p99_ms for s in summaries), 4),
+                "batches_per_s": round(1000 / mean, 1) if mean > 0 else None,
+            }
+        )
+    floor = next(r["mean_ms"] for r in rows if r["part"] == "floor")
+    for r in rows:
+        r["x_floor"] = round(r["mean_ms"] / floor, 2) if floor else None
+    return rows
+
+
+def render(report: dict[str, Any]) -> str:
+    t = report["traffic"]
+    head = (
+        f"in-process, {t['name']}: {t['batches']} batches, "
+        f"{t['candidates_per_batch']} candidates and {t['bytes_per_batch']} bytes per batch; "
+        f"median of {report['repeats']} cold passes"
+    )
+    body = table(
+        ["", "mean ms", "p50 ms", "p99 ms", "batches/s", "x floor"],
+        [
+            [
+                _LABELS[r["part"]],
+                r["mean_ms"],
+                r["p50_ms"],
+                r["p99_ms"],
+                r["batches_per_s"] or 0.0,
+                f"{r['x_floor']:.2f}x",
+            ]
+            for r in report["rows"]
+        ],
+    )
+    tail = (
+        f"fused / floor = {report['ratio_fused_to_floor']:.2f}x (passes: "
+        f"{', '.join(f'{x:.2f}' for x in report['ratio_fused_to_floor_passes'])}); "
+        f"without the traces {report['ratio_without_traces_to_floor']:.2f}x; target <= 2x"
+    )
+    return f"{head}\n{body}\n{tail}"
