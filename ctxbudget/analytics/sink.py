@@ -20,6 +20,7 @@ from typing import IO, Protocol
 
 from ctxbudget.analytics.records import Position, Rows
 from ctxbudget.analytics.store import AuditStore, Counts
+from ctxbudget.jsonl import read_lines
 
 
 class Records(Protocol):
@@ -114,7 +115,7 @@ class Sink:
         rows, n = Rows(), 0
         for path in paths:
             origin = path if path == "-" else os.path.abspath(path)
-            for line_no, raw in _lines(path):
+            for line_no, raw in read_lines(path):
                 rows.add(raw, Position(origin, -1, line_no))
                 n += 1
                 if n >= self.batch_size:
@@ -149,20 +150,3 @@ class Sink:
             self.progress.update(len(records), self.store.write(rows, consumed))
         self.progress.update(0, Counts(), force=True)
         return self.progress
-
-
-def _lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw bytes) of each non-blank line; '-' reads stdin.
-
-    Not ``ctxbudget.cli.common.read_lines``: importing the CLI package from here would be
-    circular (the CLI registers the analyst commands, which import this module).
-    """
-    fh = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-    try:
-        for n, line in enumerate(fh, start=1):
-            line = line.rstrip(b"\r\n")
-            if line.strip():
-                yield n, line
-    finally:
-        if fh is not sys.stdin.buffer:
-            fh.close()

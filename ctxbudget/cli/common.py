@@ -12,7 +12,10 @@ from typing import IO
 import click
 
 from ctxbudget.errors import ConfigError
+from ctxbudget.jsonl import count_lines, read_lines
 from ctxbudget.policy import PolicyStore, default_policies_dir
+
+__all__ = ["count_lines", "load_store", "open_out", "policies_dir", "read_lines"]
 
 
 def policies_dir(option: str | None) -> Path:
@@ -46,23 +49,3 @@ def open_out(path: str | None) -> Iterator[IO[bytes] | None]:
     else:
         with open(path, "wb") as fh:
             yield fh
-
-
-def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw bytes) of each non-blank line; '-' reads stdin."""
-    fh = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
-    try:
-        for n, line in enumerate(fh, start=1):
-            line = line.rstrip(b"\r\n")
-            if line.strip():
-                yield n, line
-    finally:
-        if fh is not sys.stdin.buffer:
-            fh.close()
-
-
-def count_lines(path: str) -> int | None:
-    if path == "-":
-        return None
-    with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.strip())

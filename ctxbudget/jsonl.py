@@ -1,0 +1,26 @@
+"""Reading JSON-lines files (or stdin) line by line, shared by the commands and the sink."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+
+def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of each non-blank line; '-' reads stdin."""
+    fh = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    try:
+        for n, line in enumerate(fh, start=1):
+            line = line.rstrip(b"\r\n")
+            if line.strip():
+                yield n, line
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+def count_lines(path: str) -> int | None:
+    if path == "-":
+        return None
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
