@@ -5,6 +5,7 @@
     python -m bench profile  [--file F] [--top 25] [--out hot.prof]
     python -m bench kafka    [--topology split,fused] [--rate 100] [--duration 30] [--json-out F]
     python -m bench soak     [--minutes 10] [--rate 100] [--topology fused] [--json-out F]
+    python -m bench soak --no-broker [--minutes 60] [--n 5000]   (the record path alone)
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
@@ -102,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--minutes", type=float, default=10.0)
             p.add_argument("--sample-s", type=float, default=5.0)
+            p.add_argument(
+                "--no-broker",
+                action="store_true",
+                help="the fused record path alone, in a child process, for as long as asked "
+                "(the embedded broker cannot hold an hour: no retention)",
+            )
 
     p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
     p.add_argument("--json-out", help="a folder: one JSON file per benchmark")
@@ -144,9 +151,16 @@ def _run(command: str, args: Any) -> int:
 
         report.update(kafka.run(args))
     elif command == "soak":
-        from bench import soak
+        if args.no_broker:
+            from bench import soak_records
 
-        report.update(soak.run(args))
+            result = soak_records.run(args)
+            print(soak_records.render(result))
+            report.update(result)
+        else:
+            from bench import soak
+
+            report.update(soak.run(args))
     write_json(args.json_out, report)
     return 0
 

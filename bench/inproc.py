@@ -8,8 +8,8 @@ For every batch of the traffic, in one pass and in this order:
 * **floor** — the unavoidable work (the issue's definition): ``orjson.loads`` of the raw
   batch plus one exact, uncached count of the final rendered evidence block.
 * **split hops** — what the four-worker topology adds in-process: each stage's output is
-  encoded and decoded again by the next worker (RoutedBatch, ConsolidatedBatch,
-  PackedBatch), and each worker pays its own decode/encode.
+  encoded (the compact form of ``codec.encode_compact``, as the workers write it) and
+  decoded again by the next worker (RoutedBatch, ConsolidatedBatch, PackedBatch).
 * **naive** — ``bench.naive.naive_assemble`` (decode + tokenize every candidate + fill).
 
 Each pass starts cold: a new pipeline with an empty token-count cache, an empty shingle memo
@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from bench.common import Summary, Traffic, table
-from ctxbudget.codec import decode, decode_batch, encode
+from ctxbudget.codec import decode, decode_batch, encode, encode_compact
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import ConsolidatedBatch, PackedBatch, RoutedBatch
@@ -113,7 +113,7 @@ def measure_pass(
             ("hop_packed", packed, PackedBatch),
         ):
             h0 = clock()
-            decode(encode(model), cls)
+            decode(encode_compact(model), cls)  # the form the workers put on the topics
             out[name].append((clock() - h0) * 1000)
 
         if naive_counter is not None:

@@ -303,12 +303,14 @@ def load_run(
     got = c.collector.times(prefix)
     sent_at = sent["sent"]
     lat = []
+    windows: dict[int, list[float]] = {}
     last_recv = 0.0
     first_recv = float("inf")
     for i, t_sent in enumerate(sent_at):
         t_recv = got.get(f"{prefix}-{i:07d}")
         if t_recv is not None:
             lat.append((t_recv - t_sent) * 1000)
+            windows.setdefault(int((t_sent - sent["start"]) // 5), []).append(lat[-1])
             last_recv = max(last_recv, t_recv)
             first_recv = min(first_recv, t_recv)
     n = len(lat)
@@ -337,6 +339,8 @@ def load_run(
         "worker_cpu_ms_per_batch": round(worker_cpu * 1000 / n, 2) if n else None,
         "worker_rss_mb": rss,
         "dead_letters_total": c.collector.dead_letters,
+        # p99 of each 5-second window of send times: shows whether a tail is one stall or many
+        "p99_ms_by_5s": [round(percentile(windows[w], 99), 1) for w in sorted(windows)],
     }
 
 

@@ -9,7 +9,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from ctxbudget.errors import InputError
-from ctxbudget.schemas import CandidateBatch, DeadLetter
+from ctxbudget.schemas import CandidateBatch, ConsolidatedBatch, DeadLetter, PackedBatch
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -20,6 +20,94 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 def encode(model: BaseModel) -> bytes:
     """Canonical JSON: field order of the model, aliases (``schema``), no whitespace."""
     return orjson.dumps(model.model_dump(mode="json", by_alias=True))
+
+
+# ---------------------------------------------------------------- compact intermediate messages
+#
+# A ConsolidatedBatch (and the PackedBatch that embeds it) carries the candidate batch and,
+# for every item, fields that mostly repeat its representative candidate (the first member):
+# ids, title, version, date, text, and one piece covering the whole text. On the intermediate
+# topics such a field is left out when it equals what it would be derived from the
+# candidates; ``decode`` puts it back before validating, so the model read is equal to the
+# model written. A field that differs from its derivation is always written.
+
+
+def _rep(item: dict[str, Any], cands: list[dict[str, Any]]) -> dict[str, Any]:
+    first = item["members"][0]
+    if type(first) is not int or not 0 <= first < len(cands):
+        raise IndexError(f"member {first!r} is not a candidate index")
+    return cands[first]
+
+
+def _pieces(item: dict[str, Any], cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rep = _rep(item, cands)
+    return [{"chunk_id": rep["chunk_id"], "start": 0, "end": len(item["text"]), "at": 0}]
+
+
+def _span_start(item: dict[str, Any], cands: list[dict[str, Any]]) -> int | None:
+    span = _rep(item, cands)["span"]
+    return None if span is None else int(span["start"])
+
+
+#: field -> its derivation from the item's other fields and the candidates, in the order in
+#: which ``decode`` restores them (``pieces`` needs ``text``).
+_DERIVED: tuple[tuple[str, Any], ...] = (
+    ("item_id", lambda it, cs: _rep(it, cs)["chunk_id"]),
+    ("doc_id", lambda it, cs: _rep(it, cs)["doc_id"]),
+    ("source_id", lambda it, cs: _rep(it, cs)["source_id"]),
+    ("source_ids", lambda it, cs: [_rep(it, cs)["source_id"]]),
+    ("title", lambda it, cs: _rep(it, cs)["title"]),
+    ("version", lambda it, cs: _rep(it, cs)["version"]),
+    ("published_at", lambda it, cs: _rep(it, cs)["published_at"]),
+    ("text", lambda it, cs: _rep(it, cs)["text"]),
+    ("chunk_ids", lambda it, cs: [cs[m]["chunk_id"] for m in it["members"]]),
+    ("pieces", _pieces),
+    ("span_start", _span_start),
+)
+
+
+def _consolidated_part(data: Any) -> dict[str, Any] | None:
+    """The ConsolidatedBatch inside a dumped ConsolidatedBatch or PackedBatch, else None."""
+    if not isinstance(data, dict):
+        return None
+    schema = data.get("schema")
+    if schema == "ctx.packed_batch.v1":
+        data = data.get("consolidated")
+        schema = data.get("schema") if isinstance(data, dict) else None
+    return data if schema == "ctx.consolidated_batch.v1" else None
+
+
+def encode_compact(model: BaseModel) -> bytes:
+    """``encode``, but items of a Consolidated/PackedBatch leave out their derivable fields."""
+    data = model.model_dump(mode="json", by_alias=True)
+    cb = _consolidated_part(data)
+    if cb is not None:
+        cands = cb["routed"]["batch"]["candidates"]
+        for item in cb["items"]:
+            same = [name for name, derive in _DERIVED if item[name] == derive(item, cands)]
+            for name in same:
+                del item[name]
+    return orjson.dumps(data)
+
+
+def _restore(raw: bytes | str) -> bytes | str:
+    """Put back the fields ``encode_compact`` left out; the raw bytes when nothing is missing
+    or the message is too broken to tell (validation then says what is wrong)."""
+    try:
+        data = orjson.loads(raw)
+        cb = _consolidated_part(data)
+        if cb is None:
+            return raw
+        cands = cb["routed"]["batch"]["candidates"]
+        changed = False
+        for item in cb["items"]:
+            for name, derive in _DERIVED:
+                if name not in item:
+                    item[name] = derive(item, cands)
+                    changed = True
+        return orjson.dumps(data) if changed else raw
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+        return raw
 
 
 def describe_validation(err: ValidationError, *, limit: int = 5) -> str:
@@ -43,6 +131,8 @@ def decode(raw: bytes | str, model: type[M]) -> M:
     size = len(raw)
     if size > MAX_MESSAGE_BYTES:
         raise InputError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+    if model is ConsolidatedBatch or model is PackedBatch:
+        raw = _restore(raw)
     try:
         return model.model_validate_json(raw)
     except ValidationError as e:

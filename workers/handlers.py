@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ctxbudget.codec import MAX_MESSAGE_BYTES, dead_letter, decode, encode
+from ctxbudget.codec import MAX_MESSAGE_BYTES, dead_letter, decode, encode, encode_compact
 from ctxbudget.errors import CtxBudgetError, InputError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
@@ -172,7 +172,9 @@ class Handler:
         return Output(self.topics.deadletter, key, encode(dl))
 
     def _emit(self, topic: str, model: BaseModel, request_id: str) -> Output:
-        return Output(topic, _key(request_id), encode(model))
+        # intermediate batches travel compact (derivable item fields left out); the other
+        # models encode exactly as ``encode`` does
+        return Output(topic, _key(request_id), encode_compact(model))
 
     def _trace(self, trace: TraceEvent) -> Output:
         return self._emit(self.topics.audit, trace, trace.request_id)

@@ -192,3 +192,18 @@ def test_escaping_round_trips_through_the_envelope(text: str, title: str, chunk:
     ((attrs, back),) = parse(render([item]))
     assert back == text
     assert attrs.get("title", "") == (title or "")
+
+
+@SETTINGS
+@given(batches())
+def test_compact_intermediate_messages_decode_to_the_same_models(b: CandidateBatch) -> None:
+    """The compact wire form of a Consolidated/PackedBatch decodes to the model written."""
+    from ctxbudget.codec import decode, encode_compact
+    from ctxbudget.schemas import ConsolidatedBatch, PackedBatch
+
+    routed = PIPE.router.run(b)
+    cb = PIPE.consolidator.run(routed)
+    packed = PIPE.selector.run(cb)
+    assert decode(encode_compact(cb), ConsolidatedBatch) == cb
+    assert decode(encode_compact(packed), PackedBatch) == packed
+    assert len(encode_compact(packed)) <= len(encode(packed))
