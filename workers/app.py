@@ -341,6 +341,9 @@ class WorkerApp:
         worker = faust.Worker(
             self.app, loglevel=self.settings.log_level.lower(), quiet=True, override_logging=False
         )
+        # faust's terminal spinner writes cursor escape codes even when the output is a log
+        # file or a pipe (hide on first use, show at exit); a service has no use for it.
+        worker.spinner = None
         try:
             worker.execute_from_commandline()
         finally:

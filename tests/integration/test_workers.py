@@ -80,6 +80,8 @@ def test_a_restarted_worker_resumes_from_committed_offsets(lab: Lab, tmp_path: P
     time.sleep(1.5)  # past one commit interval
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(60) == 0
+    log = lab.logs[0].read_bytes()
+    assert b"\x1b[" not in log, "terminal escape codes in a worker's log"
     _produce(lab, items[60:])
     lab.start("fused", log_dir=tmp_path)
     got, _ = _collect(lab, lab.topics.packs, {rid for rid, _ in items}, timeout_s=120)
