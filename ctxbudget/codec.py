@@ -9,7 +9,12 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from ctxbudget.errors import InputError
-from ctxbudget.schemas import CandidateBatch, ConsolidatedBatch, DeadLetter, PackedBatch
+from ctxbudget.schemas import (
+    CandidateBatch,
+    ConsolidatedBatch,
+    DeadLetter,
+    PackedBatch,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -32,37 +37,47 @@ def encode(model: BaseModel) -> bytes:
 # model written. A field that differs from its derivation is always written.
 
 
-def _rep(item: dict[str, Any], cands: list[dict[str, Any]]) -> dict[str, Any]:
-    first = item["members"][0]
+def _derived(item: dict[str, Any], cands: list[dict[str, Any]]) -> dict[str, Any]:
+    """What each compactable field of ``item`` would be if derived from the candidates: the
+    representative (first member) gives the ids, title, version, date and text; the members
+    give the chunk ids; the text gives the single whole-text piece."""
+    members = item["members"]
+    first = members[0]
     if type(first) is not int or not 0 <= first < len(cands):
         raise IndexError(f"member {first!r} is not a candidate index")
-    return cands[first]
+    rep = cands[first]
+    text = item.get("text", rep["text"])
+    span = rep["span"]
+    return {
+        "item_id": rep["chunk_id"],
+        "doc_id": rep["doc_id"],
+        "source_id": rep["source_id"],
+        "source_ids": [rep["source_id"]],
+        "title": rep["title"],
+        "version": rep["version"],
+        "published_at": rep["published_at"],
+        "text": rep["text"],
+        "chunk_ids": [cands[m]["chunk_id"] for m in members],
+        "pieces": [{"chunk_id": rep["chunk_id"], "start": 0, "end": len(text), "at": 0}],
+        "span_start": None if span is None else span["start"],
+    }
 
 
-def _pieces(item: dict[str, Any], cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    rep = _rep(item, cands)
-    return [{"chunk_id": rep["chunk_id"], "start": 0, "end": len(item["text"]), "at": 0}]
-
-
-def _span_start(item: dict[str, Any], cands: list[dict[str, Any]]) -> int | None:
-    span = _rep(item, cands)["span"]
-    return None if span is None else int(span["start"])
-
-
-#: field -> its derivation from the item's other fields and the candidates, in the order in
-#: which ``decode`` restores them (``pieces`` needs ``text``).
-_DERIVED: tuple[tuple[str, Any], ...] = (
-    ("item_id", lambda it, cs: _rep(it, cs)["chunk_id"]),
-    ("doc_id", lambda it, cs: _rep(it, cs)["doc_id"]),
-    ("source_id", lambda it, cs: _rep(it, cs)["source_id"]),
-    ("source_ids", lambda it, cs: [_rep(it, cs)["source_id"]]),
-    ("title", lambda it, cs: _rep(it, cs)["title"]),
-    ("version", lambda it, cs: _rep(it, cs)["version"]),
-    ("published_at", lambda it, cs: _rep(it, cs)["published_at"]),
-    ("text", lambda it, cs: _rep(it, cs)["text"]),
-    ("chunk_ids", lambda it, cs: [cs[m]["chunk_id"] for m in it["members"]]),
-    ("pieces", _pieces),
-    ("span_start", _span_start),
+#: The fields ``encode_compact`` may leave out (the keys of :func:`_derived`).
+_COMPACTABLE = frozenset(
+    {
+        "item_id",
+        "doc_id",
+        "source_id",
+        "source_ids",
+        "title",
+        "version",
+        "published_at",
+        "text",
+        "chunk_ids",
+        "pieces",
+        "span_start",
+    }
 )
 
 
@@ -84,9 +99,9 @@ def encode_compact(model: BaseModel) -> bytes:
     if cb is not None:
         cands = cb["routed"]["batch"]["candidates"]
         for item in cb["items"]:
-            same = [name for name, derive in _DERIVED if item[name] == derive(item, cands)]
-            for name in same:
-                del item[name]
+            for name, value in _derived(item, cands).items():
+                if item[name] == value:
+                    del item[name]
     return orjson.dumps(data)
 
 
@@ -101,10 +116,12 @@ def _restore(raw: bytes | str) -> bytes | str:
         cands = cb["routed"]["batch"]["candidates"]
         changed = False
         for item in cb["items"]:
-            for name, derive in _DERIVED:
-                if name not in item:
-                    item[name] = derive(item, cands)
-                    changed = True
+            missing = _COMPACTABLE.difference(item)
+            if missing:
+                derived = _derived(item, cands)
+                for name in missing:
+                    item[name] = derived[name]
+                changed = True
         return orjson.dumps(data) if changed else raw
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
         return raw

@@ -145,6 +145,7 @@ class WorkerApp:
             assign=rollout_assignment(self.holder.get, "live"),
             max_bytes=settings.max_message_bytes,
             write_intermediate=settings.write_intermediate,
+            compact_intermediate=settings.compact_intermediate,
         )
         self.executor = ThreadPoolExecutor(
             max_workers=settings.cpu_threads, thread_name_prefix="ctxbudget-cpu"

@@ -127,6 +127,7 @@ class Context:
     assign: Assign
     max_bytes: int = MAX_MESSAGE_BYTES
     write_intermediate: bool = False
+    compact_intermediate: bool = True
 
 
 class Handler:
@@ -172,9 +173,10 @@ class Handler:
         return Output(self.topics.deadletter, key, encode(dl))
 
     def _emit(self, topic: str, model: BaseModel, request_id: str) -> Output:
-        # intermediate batches travel compact (derivable item fields left out); the other
-        # models encode exactly as ``encode`` does
-        return Output(topic, _key(request_id), encode_compact(model))
+        # intermediate batches travel compact unless configured otherwise (derivable item
+        # fields left out); every other model encodes exactly as ``encode`` does
+        write = encode_compact if self.ctx.compact_intermediate else encode
+        return Output(topic, _key(request_id), write(model))
 
     def _trace(self, trace: TraceEvent) -> Output:
         return self._emit(self.topics.audit, trace, trace.request_id)

@@ -58,6 +58,11 @@ class WorkerSettings(BaseSettings):
     write_intermediate: bool = Field(
         default=False, description="fused worker: also write routed/consolidated/packed topics"
     )
+    compact_intermediate: bool = Field(
+        default=True,
+        description="write intermediate items compact (fields equal to the representative "
+        "candidate's left out); readers accept both forms",
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
     sasl_username: str | None = None

@@ -78,6 +78,28 @@ def test_intermediate_topics_on_request(ctx: Context) -> None:
     assert {TOPICS.routed, TOPICS.consolidated, TOPICS.packed} <= set(topics)
 
 
+def test_full_and_compact_intermediate_forms_give_the_same_pack(ctx: Context) -> None:
+    """compact_intermediate=False writes the full form; either form feeds the next stage, and
+    a stage fed by a worker of the other setting still makes the same pack."""
+    full = Context(
+        pipelines=ctx.pipelines,
+        topics=TOPICS,
+        metrics=Metrics(),
+        assign=ctx.assign,
+        compact_intermediate=False,
+    )
+    for raw in EXAMPLES:
+        routed, _ = _hop(ctx, "route", raw, TOPICS.routed)
+        cb_full, _ = _hop(full, "consolidate", routed, TOPICS.consolidated)
+        cb_compact, _ = _hop(ctx, "consolidate", routed, TOPICS.consolidated)
+        assert len(cb_compact) <= len(cb_full)
+        packed_a, _ = _hop(ctx, "select", cb_full, TOPICS.packed)  # new reader, full form
+        packed_b, _ = _hop(full, "select", cb_compact, TOPICS.packed)  # compact in, full out
+        pack_a, _ = _hop(full, "compress", packed_a, TOPICS.packs)
+        pack_b, _ = _hop(ctx, "compress", packed_b, TOPICS.packs)
+        assert pack_a == pack_b
+
+
 @pytest.mark.parametrize(
     "raw",
     [
