@@ -160,6 +160,9 @@ def summarise(samples: list[dict[str, Any]], args: Any, n_lines: int) -> dict[st
     series = [s["worker_rss_mb"] for s in samples]
     settled = [s["worker_rss_mb"] for s in samples if s["t_s"] >= 60] or series
     first, last = settled[0], settled[-1]
+    # Bounded caches fill at the pace of the traffic's variety (the token counts hold 65,536
+    # entries): the change after ten minutes says whether memory still moves once they are full.
+    late = [s["worker_rss_mb"] for s in samples if s["t_s"] >= 600]
     minutes: dict[int, list[dict[str, Any]]] = {}
     for s in samples:
         minutes.setdefault(int((s["t_s"] - 1e-9) // 60), []).append(s)
@@ -191,6 +194,10 @@ def summarise(samples: list[dict[str, Any]], args: Any, n_lines: int) -> dict[st
                 "min_mb": min(series) if series else 0.0,
                 "change_pct": round((last - first) / first * 100, 1) if first else None,
                 "flat_within_10pct": bool(first) and abs(last - first) / first <= 0.10,
+                "at_10min_mb": late[0] if late else None,
+                "change_after_10min_pct": round((last - late[0]) / late[0] * 100, 1)
+                if late
+                else None,
             }
         },
         "per_minute": per_minute,
@@ -224,6 +231,11 @@ def render(report: dict[str, Any]) -> str:
         f"{m['last_mb']:.1f} MB ({m['change_pct']:+.1f}%), peak {m['peak_mb']:.1f} MB: "
         + ("flat within 10%" if m["flat_within_10pct"] else "NOT flat within 10%")
     )
+    if m.get("at_10min_mb") is not None:
+        verdict += (
+            f"; from minute 10 ({m['at_10min_mb']:.1f} MB) to the end "
+            f"{m['change_after_10min_pct']:+.1f}%"
+        )
     cols = ["minute", "records", "RSS MB", "CPU %", "p50 ms", "p99 ms (max)", "late ms (max)"]
     return "\n".join([head, table(cols, rows), verdict])
 
