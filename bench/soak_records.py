@@ -31,22 +31,9 @@ from typing import Any
 
 import orjson
 
-from bench.common import default_traffic, percentile
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _self_rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _self_cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
+from bench.common import default_traffic, percentile, table
+from bench.kafka import cpu_seconds, rss_mb
+from bench.soak import rss_verdict
 
 
 def _lines(path: Path) -> Any:
@@ -79,6 +66,7 @@ def child(path: Path, rate: float, minutes: float, sample_s: float, policy: str)
     )
     handler = build_handler("fused", ctx)
     total = int(rate * minutes * 60)
+    pid = os.getpid()
     source = _lines(path)
     clock = time.monotonic
     start = clock()
@@ -86,7 +74,7 @@ def child(path: Path, rate: float, minutes: float, sample_s: float, policy: str)
     window: list[float] = []
     late: list[float] = []
     out_bytes = 0
-    cpu0 = _self_cpu_s()
+    cpu0 = cpu_seconds(pid)
     last_cpu, last_t = cpu0, start
     for i in range(total):
         due = start + i / rate
@@ -101,11 +89,11 @@ def child(path: Path, rate: float, minutes: float, sample_s: float, policy: str)
         out_bytes += sum(len(o.value) for o in outputs)
         now = clock()
         if now >= next_sample or i == total - 1:
-            cpu = _self_cpu_s()
+            cpu = cpu_seconds(pid)
             sample = {
                 "t_s": round(now - start, 1),
                 "records": i + 1,
-                "worker_rss_mb": round(_self_rss_mb(), 1),
+                "worker_rss_mb": round(rss_mb(pid), 1),
                 "worker_cpu_pct": round((cpu - last_cpu) / (now - last_t) * 100, 1),
                 "handle_p50_ms": round(percentile(window, 50), 2),
                 "handle_p99_ms": round(percentile(window, 99), 2),
@@ -157,12 +145,6 @@ def run(args: Any) -> dict[str, Any]:
 
 
 def summarise(samples: list[dict[str, Any]], args: Any, n_lines: int) -> dict[str, Any]:
-    series = [s["worker_rss_mb"] for s in samples]
-    settled = [s["worker_rss_mb"] for s in samples if s["t_s"] >= 60] or series
-    first, last = settled[0], settled[-1]
-    # Bounded caches fill at the pace of the traffic's variety (the token counts hold 65,536
-    # entries): the change after ten minutes says whether memory still moves once they are full.
-    late = [s["worker_rss_mb"] for s in samples if s["t_s"] >= 600]
     minutes: dict[int, list[dict[str, Any]]] = {}
     for s in samples:
         minutes.setdefault(int((s["t_s"] - 1e-9) // 60), []).append(s)
@@ -186,28 +168,13 @@ def summarise(samples: list[dict[str, Any]], args: Any, n_lines: int) -> dict[st
         "distinct_batches": n_lines,
         "records": samples[-1]["records"] if samples else 0,
         "dead_letters": samples[-1]["dead_letters"] if samples else 0,
-        "memory": {
-            "worker_rss_mb": {
-                "first_after_1min_mb": first,
-                "last_mb": last,
-                "peak_mb": max(series) if series else 0.0,
-                "min_mb": min(series) if series else 0.0,
-                "change_pct": round((last - first) / first * 100, 1) if first else None,
-                "flat_within_10pct": bool(first) and abs(last - first) / first <= 0.10,
-                "at_10min_mb": late[0] if late else None,
-                "change_after_10min_pct": round((last - late[0]) / late[0] * 100, 1)
-                if late
-                else None,
-            }
-        },
+        "memory": {"worker_rss_mb": rss_verdict(samples, "worker_rss_mb")},
         "per_minute": per_minute,
         "samples": samples,
     }
 
 
 def render(report: dict[str, Any]) -> str:
-    from bench.common import table
-
     m = report["memory"]["worker_rss_mb"]
     rows = [
         [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -67,13 +68,7 @@ def test_the_fused_worker_gives_the_same_pack_and_four_traces(ctx: Context) -> N
 
 def test_intermediate_topics_on_request(ctx: Context) -> None:
     """write_intermediate adds the routed, consolidated and packed records."""
-    wide = Context(
-        pipelines=ctx.pipelines,
-        topics=TOPICS,
-        metrics=Metrics(),
-        assign=ctx.assign,
-        write_intermediate=True,
-    )
+    wide = replace(ctx, metrics=Metrics(), write_intermediate=True)
     topics = [o.topic for o in build_handler("fused", wide).handle(EXAMPLES[0])]
     assert {TOPICS.routed, TOPICS.consolidated, TOPICS.packed} <= set(topics)
 
@@ -81,13 +76,7 @@ def test_intermediate_topics_on_request(ctx: Context) -> None:
 def test_full_and_compact_intermediate_forms_give_the_same_pack(ctx: Context) -> None:
     """compact_intermediate=False writes the full form; either form feeds the next stage, and
     a stage fed by a worker of the other setting still makes the same pack."""
-    full = Context(
-        pipelines=ctx.pipelines,
-        topics=TOPICS,
-        metrics=Metrics(),
-        assign=ctx.assign,
-        compact_intermediate=False,
-    )
+    full = replace(ctx, metrics=Metrics(), compact_intermediate=False)
     for raw in EXAMPLES:
         routed, _ = _hop(ctx, "route", raw, TOPICS.routed)
         cb_full, _ = _hop(full, "consolidate", routed, TOPICS.consolidated)
