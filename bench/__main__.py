@@ -6,6 +6,7 @@
     python -m bench kafka    [--topology split,fused] [--rate 100] [--duration 30] [--json-out F]
     python -m bench soak     [--minutes 10] [--rate 100] [--topology fused] [--json-out F]
     python -m bench soak --no-broker [--minutes 60] [--n 5000]   (the record path alone)
+    python -m bench quality  [--policy default@1] [--compare lean@1] [--sets a,b] [--json-out F]
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
@@ -18,6 +19,7 @@ import argparse
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,13 @@ def _parser() -> argparse.ArgumentParser:
                 "(the embedded broker cannot hold an hour: no retention)",
             )
 
+    p = sub.add_parser("quality", help="packing quality beside the naive assembler, per class")
+    p.add_argument("--policy", default="default@1")
+    p.add_argument("--compare", action="append", default=[], help="another policy to run too")
+    p.add_argument("--sets", default="", help="comma-separated traffic sets (default: all)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json-out")
+
     p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
     p.add_argument("--json-out", help="a folder: one JSON file per benchmark")
     p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
@@ -138,6 +147,20 @@ def _run(command: str, args: Any) -> int:
             print(inproc.render(result), end="\n\n", flush=True)
             runs.append(result)
         report["runs"] = runs
+    elif command == "quality":
+        from bench import quality_suite
+
+        sets = [s for s in args.sets.split(",") if s]
+        report["policies"] = {}
+        for ref in (args.policy, *args.compare):
+            results = quality_suite.run(
+                ref,
+                seed=args.seed,
+                sets=sets or None,
+                progress=lambda m: print(m, file=sys.stderr, flush=True),
+            )
+            print(quality_suite.format_results(ref, results), end="\n\n", flush=True)
+            report["policies"][ref] = [asdict(r) for r in results]
     elif command == "scaling":
         from bench import scaling
 

@@ -136,6 +136,10 @@ class BatchTruth:
     request_id: str
     kinds: Mapping[str, str]
     families: Mapping[str, str] = field(default_factory=dict)
+    #: Chunk id -> the supporting sentences it holds (stripped); HotpotQA traffic only.
+    support: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The question type ("bridge" or "comparison" for HotpotQA); ``None`` when unknown.
+    qtype: str | None = None
 
     def kind_of(self, chunk_id: str) -> str | None:
         """The kind of a chunk id of this batch (``None`` if the id is not in the batch)."""
@@ -149,23 +153,28 @@ class BatchTruth:
         return self.kinds.get(chunk_id) == "injected"
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "schema": "bench.batch_truth.v1",
-                "request_id": self.request_id,
-                "kinds": dict(sorted(self.kinds.items())),
-                "families": dict(sorted(self.families.items())),
-            },
-            ensure_ascii=False,
-        )
+        data: dict[str, object] = {
+            "schema": "bench.batch_truth.v1",
+            "request_id": self.request_id,
+            "kinds": dict(sorted(self.kinds.items())),
+            "families": dict(sorted(self.families.items())),
+        }
+        if self.support:  # optional fields only when set: older truth lines stay unchanged
+            data["support"] = {k: list(v) for k, v in sorted(self.support.items())}
+        if self.qtype is not None:
+            data["qtype"] = self.qtype
+        return json.dumps(data, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, line: str) -> BatchTruth:
         data = json.loads(line)
+        qtype = data.get("qtype")
         return cls(
             request_id=str(data["request_id"]),
             kinds={str(k): str(v) for k, v in data["kinds"].items()},
             families={str(k): str(v) for k, v in data.get("families", {}).items()},
+            support={str(k): tuple(str(s) for s in v) for k, v in data.get("support", {}).items()},
+            qtype=None if qtype is None else str(qtype),
         )
 
 

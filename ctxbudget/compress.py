@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ctxbudget.schemas import EvidenceSpan, Piece
-from ctxbudget.text import content_terms, sentences
+from ctxbudget.text import content_terms, sentences, words
 
 GAP = " … "
 
@@ -52,6 +52,55 @@ def map_range(pieces: Sequence[Piece], a: int, b: int) -> list[EvidenceSpan]:
     return out
 
 
+#: Score of a document's first sentence, on the scale of one shared query term.
+LEAD_BONUS = 0.75
+#: Score of a sentence holding a protected fact (negation, number, date, condition, unit)
+#: next to the query's subject.
+PROTECTED_BONUS = 0.5
+#: Score of a sentence naming the entity another retrieved passage is about.
+LINK_BONUS = 1.0
+
+
+def rank_sentences(
+    text: str,
+    bounds: Sequence[tuple[int, int]],
+    qterms: frozenset[str],
+    *,
+    lead: bool,
+    links: Sequence[str] = (),
+) -> tuple[list[int], list[int]]:
+    """Per-sentence query overlap, and the sentence indices best first.
+
+    A sentence scores the query terms it carries, plus :data:`PROTECTED_BONUS` when it holds
+    a protected fact and bears on the query (it, or a neighbour, shares a query term), plus
+    :data:`LEAD_BONUS` for the first sentence when ``lead``, plus :data:`LINK_BONUS` when it
+    names one of ``links`` (the entities other retrieved passages are about, as space-padded
+    lower-case words: the sentence that carries a multi-hop question to its next passage);
+    earlier sentences break ties.
+    The selector estimates an excerpt's size with this ranking, and the compressor keeps
+    sentences in this order, so both agree on what an excerpt holds.
+    """
+    overlap = [len(content_terms(text[s:e]) & qterms) for s, e in bounds]
+    scores: list[tuple[float, int]] = []
+    for i, (s, e) in enumerate(bounds):
+        near = (
+            overlap[i] > 0
+            or (i > 0 and overlap[i - 1] > 0)
+            or (i + 1 < len(bounds) and overlap[i + 1] > 0)
+        )
+        protected = near and _PROTECTED.search(text[s:e]) is not None
+        score = overlap[i] + (PROTECTED_BONUS if protected else 0.0)
+        if lead and i == 0:
+            score += LEAD_BONUS
+        if links:
+            padded = " " + " ".join(words(text[s:e])) + " "
+            if any(link in padded for link in links):
+                score += LINK_BONUS
+        scores.append((score, -i))
+    order = sorted(range(len(bounds)), key=lambda i: scores[i], reverse=True)
+    return overlap, order
+
+
 class ExtractiveCompressor:
     """Keep the sentences that matter most to the query within a token target."""
 
@@ -63,27 +112,26 @@ class ExtractiveCompressor:
         self.span_cost = span_cost
 
     def compress(
-        self, text: str, pieces: Sequence[Piece], query: str, target_tokens: int
+        self,
+        text: str,
+        pieces: Sequence[Piece],
+        query: str,
+        target_tokens: int,
+        *,
+        lead: bool = False,
+        links: Sequence[str] = (),
     ) -> Compressed | None:
-        """The compressed text, or None when not even one useful sentence fits."""
+        """The compressed text, or None when not even one useful sentence fits.
+
+        ``lead``: the text starts its document, so its first sentence names and defines the
+        subject (encyclopedic and reference text); it is preferred after query matches.
+        """
         bounds = sentences(text)
         if not bounds or target_tokens <= 0:
             return None
-        qterms = content_terms(query)
-        overlap = [len(content_terms(text[s:e]) & qterms) for s, e in bounds]
-        scores = []
-        for i, (s, e) in enumerate(bounds):
-            near = (
-                overlap[i] > 0
-                or (i > 0 and overlap[i - 1] > 0)
-                or (i + 1 < len(bounds) and overlap[i + 1] > 0)
-            )
-            protected = near and _PROTECTED.search(text[s:e]) is not None
-            # Query overlap first, protection second, earlier sentences break ties.
-            scores.append((overlap[i] + (0.5 if protected else 0.0), -i))
-        order = sorted(range(len(bounds)), key=lambda i: scores[i], reverse=True)
+        overlap, order = rank_sentences(text, bounds, content_terms(query), lead=lead, links=links)
         kept: list[int] = []
-        used = 8  # the compressed="true" attribute
+        used = 2  # the excerpt attribute
         for i in order:
             s, e = bounds[i]
             cost = self.count(text[s:e]) + 2 + self.span_cost
@@ -91,7 +139,7 @@ class ExtractiveCompressor:
                 continue
             kept.append(i)
             used += cost
-        if not kept or (all(overlap[i] == 0 for i in kept) and any(overlap)):
+        if not kept or (all(overlap[i] == 0 for i in kept) and any(overlap) and not lead):
             return None
         kept.sort()
         parts: list[str] = []

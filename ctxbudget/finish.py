@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxbudget.compress import ExtractiveCompressor, map_range
-from ctxbudget.envelope import CLOSE_SET, OPEN_SET, evidence_id, join_rendered, render_item
+from ctxbudget.envelope import (
+    CLOSE_SET,
+    SetDefaults,
+    evidence_id,
+    id_length,
+    join_rendered,
+    open_set,
+    render_item,
+)
 from ctxbudget.order import order_items
 from ctxbudget.policy import Policy
 from ctxbudget.schemas import (
@@ -32,7 +40,7 @@ from ctxbudget.schemas import (
     PackedBatch,
     Trust,
 )
-from ctxbudget.select import header_estimate
+from ctxbudget.select import header_estimate, links_for, subject_links
 from ctxbudget.tokens import TokenCounter, TokenizerRegistry, estimate_tokens
 
 
@@ -52,6 +60,16 @@ class Finished:
     dropped: tuple[CandidateFate, ...]
     restored: tuple[str, ...]
     details: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Look:
+    """How one pack's items are rendered: the set's shared attributes and the id length."""
+
+    defaults: SetDefaults
+    id_length: int
+    #: The entities the batch's items are about (compression favours sentences naming them).
+    links: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -83,8 +101,18 @@ class PackFinisher:
         counter = self.tokenizers.get(routed.batch.model.tokenizer)
         query = routed.batch.query.text
         longest_id = max((len(c.chunk_id) for c in routed.batch.candidates), default=8)
-        compressor = ExtractiveCompressor(
-            count=counter.count, span_cost=math.ceil((longest_id + 12) / 2.5)
+        span_cost = (
+            math.ceil((longest_id + 12) / 2.5) if self.policy.envelope_location != "none" else 0
+        )
+        compressor = ExtractiveCompressor(count=counter.count, span_cost=span_cost)
+        # Stated once on the set, from every item the batch could admit (so an item's
+        # rendering never depends on which others made it in).
+        look = _Look(
+            defaults=SetDefaults.common([(it.source_id, it.version) for it in cb.items]),
+            links=subject_links(cb.items),
+            id_length=id_length(
+                [(it.source_id, it.doc_id, it.item_id, it.text) for it in cb.items]
+            ),
         )
         dropped: list[CandidateFate] = []
         details: dict[str, Any] = {"recounts": 0, "compressed": [], "topped_up": []}
@@ -98,12 +126,12 @@ class PackFinisher:
         slots: list[_Slot] = []
         for adm in packed.admitted:
             item = cb.items[adm.item]
-            ev = self._evidence(item, adm.compress_to, compressor, query)
+            ev = self._evidence(look, item, adm.compress_to, compressor, query)
             if ev is None:
                 drop(item)
                 continue
-            slots.append(self._slot(adm, ev, counter))
-        total = self._total(slots, counter)
+            slots.append(self._slot(look, adm, ev, counter))
+        total = self._total(look, slots, counter)
         while total > budget and slots:
             details["recounts"] += 1
             victim = min(slots, key=lambda s: (s.admission.utility, -s.admission.rank))
@@ -111,23 +139,23 @@ class PackFinisher:
             target = victim.tokens - (total - budget) - header_estimate(item) - 8
             ev = None
             if rules.compression and target >= rules.min_compressed_tokens:
-                ev = self._evidence(item, target, compressor, query)
+                ev = self._evidence(look, item, target, compressor, query)
             slots.remove(victim)
             if ev is not None and ev.text != victim.evidence.text:
-                slots.append(self._slot(victim.admission, ev, counter))
+                slots.append(self._slot(look, victim.admission, ev, counter))
             else:
                 drop(item)
-            total = self._total(slots, counter)
+            total = self._total(look, slots, counter)
         restored: list[str] = []
         total = self._top_up(
-            packed, slots, total, budget, counter, compressor, query, restored, details
+            look, packed, slots, total, budget, counter, compressor, query, restored, details
         )
         ranked = [s.admission.item for s in sorted(slots, key=lambda s: s.admission.rank)]
         order = order_items(ranked, cb.items, rules.ordering, versions_adjacent=routed.history)
         by_item = {s.admission.item: s for s in slots}
         placed = [by_item[i] for i in order]
         evidence = tuple(s.evidence for s in placed)
-        rendered = join_rendered([s.rendered for s in placed])
+        rendered = join_rendered([s.rendered for s in placed], look.defaults)
         details["compressed"] = [e.evidence_id for e in evidence if e.compressed]
         pack = Pack(
             request_id=packed.request_id,
@@ -152,6 +180,7 @@ class PackFinisher:
 
     def _evidence(
         self,
+        look: _Look,
         item: ConsolidatedItem,
         compress_to: int | None,
         compressor: ExtractiveCompressor,
@@ -159,12 +188,22 @@ class PackFinisher:
     ) -> EvidenceItem | None:
         text, spans, compressed = item.text, tuple(map_range(item.pieces, 0, len(item.text))), False
         if compress_to is not None:
-            result = compressor.compress(item.text, item.pieces, query, compress_to)
+            lead = item.span_start == 0 or item.span_start is None
+            result = compressor.compress(
+                item.text,
+                item.pieces,
+                query,
+                compress_to,
+                lead=lead,
+                links=links_for(item, look.links),
+            )
             if result is None:
                 return None
             text, spans, compressed = result.text, result.spans, True
         return EvidenceItem(
-            evidence_id=evidence_id(item.source_id, item.doc_id, item.item_id, item.text),
+            evidence_id=evidence_id(
+                item.source_id, item.doc_id, item.item_id, item.text, look.id_length
+            ),
             chunk_ids=item.chunk_ids,
             doc_id=item.doc_id,
             source_id=item.source_id,
@@ -177,21 +216,23 @@ class PackFinisher:
             compressed=compressed,
         )
 
-    def _slot(self, adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
-        text = render_item(ev, self.policy.envelope_location)
+    def _slot(self, look: _Look, adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
+        text = render_item(ev, self.policy.envelope_location, look.defaults)
         n = counter.count(text)
         return _Slot(
             admission=adm, evidence=ev.model_copy(update={"tokens": n}), tokens=n, rendered=text
         )
 
     @staticmethod
-    def _total(slots: list[_Slot], counter: TokenCounter) -> int:
+    def _total(look: _Look, slots: list[_Slot], counter: TokenCounter) -> int:
         if not slots:
             return 0
-        return counter.count(OPEN_SET) + sum(s.tokens for s in slots) + counter.count(CLOSE_SET)
+        frame = counter.count(open_set(look.defaults)) + counter.count(CLOSE_SET)
+        return frame + sum(s.tokens for s in slots)
 
     def _top_up(
         self,
+        look: _Look,
         packed: PackedBatch,
         slots: list[_Slot],
         total: int,
@@ -203,7 +244,7 @@ class PackFinisher:
         details: dict[str, Any],
     ) -> int:
         """Fill the room the estimates left: whole items first, then one compressed item."""
-        filler = _Filler(self, packed, slots, total, budget, counter, compressor, query)
+        filler = _Filler(self, look, packed, slots, total, budget, counter, compressor, query)
         filler.whole_items()
         filler.one_compressed()
         for item in filler.added:
@@ -265,6 +306,7 @@ class _Filler:
     def __init__(
         self,
         finisher: PackFinisher,
+        look: _Look,
         packed: PackedBatch,
         slots: list[_Slot],
         total: int,
@@ -274,6 +316,7 @@ class _Filler:
         query: str,
     ) -> None:
         self.finisher = finisher
+        self.look = look
         self.packed = packed
         self.items = packed.consolidated.items
         self.rules = finisher.policy.classes[packed.consolidated.routed.query_class]
@@ -289,14 +332,13 @@ class _Filler:
         self.added: list[ConsolidatedItem] = []
 
     def room(self) -> int:
-        used = self.total if self.slots else self.counter.count(OPEN_SET + CLOSE_SET)
+        frame = open_set(self.look.defaults) + CLOSE_SET
+        used = self.total if self.slots else self.counter.count(frame)
         return self.budget - used
 
     def fits_caps(self, i: int) -> bool:
-        return (
-            len(self.slots) < self.rules.max_items
-            and self.sources[self.items[i].source_id] < self.rules.per_source_cap
-        )
+        # The per-source cap already yielded in selection: what waits here is only budget.
+        return len(self.slots) < self.rules.max_items
 
     def whole_items(self) -> None:
         for i in list(self.waiting):
@@ -328,11 +370,11 @@ class _Filler:
             estimated_tokens=0,
             compress_to=compress_to,
         )
-        ev = self.finisher._evidence(item, compress_to, self.compressor, self.query)
+        ev = self.finisher._evidence(self.look, item, compress_to, self.compressor, self.query)
         if ev is None:
             return False
-        slot = self.finisher._slot(adm, ev, self.counter)
-        new_total = self.finisher._total([*self.slots, slot], self.counter)
+        slot = self.finisher._slot(self.look, adm, ev, self.counter)
+        new_total = self.finisher._total(self.look, [*self.slots, slot], self.counter)
         if new_total > self.budget:
             return False
         self.slots.append(slot)

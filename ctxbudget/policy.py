@@ -38,6 +38,9 @@ class Weights(_Model):
     authority: Weight = 0.15
     coverage: Weight = 0.30
     match: Weight = 0.0
+    #: Entity links: the item is about an entity the question names that no admitted item
+    #: covers yet, or about an entity an admitted item mentions (the second hop).
+    link: Weight = 0.0
 
 
 class ClassPolicy(_Model):
@@ -55,6 +58,12 @@ class ClassPolicy(_Model):
     alpha: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
     distinct_sources: bool = False
     option_coverage: bool = False
+    #: Under budget pressure (the whole passages would not all fit), admit each item as an
+    #: excerpt of its best ``excerpt_sentences`` sentences first, so more distinct items fit;
+    #: 0 admits whole passages only (compression then only repairs an overflow).
+    excerpt_sentences: Annotated[int, Field(ge=0, le=20)] = 0
+    #: After admission, give excerpts their whole text back, best first, while room is left.
+    expand_excerpts: bool = True
 
 
 class NearDuplicate(_Model):
@@ -80,8 +89,9 @@ class Policy(_Model):
     source_authority: dict[str, Unit] = Field(default_factory=dict)
     near_duplicate: NearDuplicate = NearDuplicate()
     #: "always": every envelope names its chunk location; "partial": only when the text is
-    #: merged or compressed (the Pack's spans always hold it, and the id resolves to them).
-    envelope_location: Literal["always", "partial"] = "partial"
+    #: merged or compressed; "none": never (the Pack's spans always hold it, and the id
+    #: resolves to them).
+    envelope_location: Literal["always", "partial", "none"] = "none"
     routing: str = "routing.yaml"
     calibration: str | None = None
     fallback_class: QueryClass = "point_lookup"

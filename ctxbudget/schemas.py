@@ -150,6 +150,14 @@ class CandidateBatch(WireModel):
     labels: Labels | None = None
     replay: ReplayInfo | None = None
 
+    @model_validator(mode="after")
+    def _one_tenant(self) -> CandidateBatch:
+        """The batch is for its principal's tenant: the two ids must agree."""
+        if self.tenant_id != self.principal.tenant_id:
+            ours, theirs = (repr(t[:60]) for t in (self.tenant_id, self.principal.tenant_id))
+            raise ValueError(f"tenant_id {ours} differs from principal.tenant_id {theirs}")
+        return self
+
 
 # ---------------------------------------------------------------- pack
 
@@ -258,8 +266,12 @@ class DeadLetter(WireModel):
     source: str
     line: int | None = None
     offset: int | None = None
+    #: The original message, whole up to 64 KiB, else its first 64 KiB (see original_bytes).
     raw: str
     raw_encoding: Literal["utf-8", "base64"] = "utf-8"
+    #: sha256 (hex) and size in bytes of the whole original message.
+    original_sha256: str | None = None
+    original_bytes: int | None = None
 
 
 # ------------------------------------------------- stage batches (intermediate topics)
@@ -336,6 +348,11 @@ class Admission(WireModel):
     estimated_tokens: int
     #: When set, the item must be compressed to at most this many tokens.
     compress_to: int | None = None
+    #: Why it earned its place: ``query_terms`` (uncovered query terms), ``facet`` (an
+    #: option or sub-question), ``named_entity`` (an entity the question names),
+    #: ``bridge:<entity>`` (about an entity an admitted item mentions), ``excerpt``
+    #: (admitted as its best sentences), ``leftover`` (compressed into the room left).
+    basis: tuple[str, ...] = ()
 
 
 class PackedBatch(WireModel):

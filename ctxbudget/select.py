@@ -3,16 +3,30 @@
 Each round admits the remaining item with the highest utility
 
     relevance·w_r + novelty·w_n + authority·w_a + coverage gain·w_c + signal match·w_m
+    + entity link·w_l
 
-where novelty is one minus the share of the item's word shingles already in the pack and
+where novelty is one minus the share of the item's word shingles already in the pack,
 coverage gain is the share of still-uncovered query terms (and facets: the options of a
-comparison, or the batch's sub-questions) the item brings. So a lower-scored passage can
-win because it covers a missing part of the question, and a high-scored repeat loses once
-its content is in. Gates, in order: the conformal filter (before everything), relevance
-floor, novelty floor, per-source cap, item cap, then the budget. What does not fit whole
-waits; the leftover budget then goes to the best waiting item in compressed form when the
-policy allows, and the rest are dropped for ``budget``. Every item not admitted gets
-exactly one reason.
+comparison, or the batch's sub-questions) the item brings, and the entity link is 1 when the
+item is about an entity (its title, without a parenthetical qualifier) that the question
+names and no admitted item is about yet, or that an admitted item's text mentions while the
+question does not: the bridge to the second hop of a multi-hop question. So a lower-scored
+passage can win because it covers a missing part of the question, and a high-scored repeat
+loses once its content is in.
+
+Gates, in order: the conformal filter (before everything), relevance floor, novelty floor,
+per-source cap, item cap, then the budget. The per-source cap is a preference, not a wall:
+an item over its source's cap waits until every other item has had its turn, then competes
+for what is left (so a corpus that is one source packs like one of many sources, and no
+source crowds out the others while they have evidence to give).
+
+Under budget pressure (the eligible passages would not all fit whole) and when the class
+allows excerpts, items are admitted as excerpts of their best sentences first (query terms,
+protected facts, the opening sentence of a document), so more distinct evidence fits; the
+room left then gives admitted excerpts their whole text back, best first. What does not fit
+at all waits; the leftover budget then goes to the best waiting item in compressed form, and
+the rest are dropped for ``budget``. Every item not admitted gets exactly one reason, and
+every admission says why it earned its place (``Admission.basis``).
 """
 
 from __future__ import annotations
@@ -21,9 +35,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
-from ctxbudget.envelope import SET_OVERHEAD_TOKENS
+from ctxbudget.compress import rank_sentences
+from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
 from ctxbudget.order import order_items
 from ctxbudget.policy import ClassPolicy, Policy
 from ctxbudget.schemas import (
@@ -37,8 +52,9 @@ from ctxbudget.schemas import (
     DropReason,
     PackedBatch,
     Query,
+    QueryClass,
 )
-from ctxbudget.text import STOPWORDS, content_terms, text_shingles_many, words
+from ctxbudget.text import STOPWORDS, content_terms, sentences, text_shingles_many, words
 from ctxbudget.tokens import estimate_tokens
 
 
@@ -71,6 +87,19 @@ class _Option:
     overlap: float = 0.0
     #: ``terms & qterms``, the query terms the item carries (fixed for the batch).
     qhits: frozenset[str] = frozenset()
+    #: The entity the item is about (its title's words), when it has a title.
+    subject: str | None = None
+    #: The question names ``subject``.
+    named: bool = False
+    #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
+    linked_from: str | None = None
+    #: Estimated tokens of the item as an excerpt, when one is smaller than the whole.
+    excerpt_est: int | None = None
+    #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
+    #: smaller than the whole text).
+    steps: tuple[int, ...] = ()
+    #: Words of the title and text, space-padded, for entity look-ups.
+    padded: str = ""
 
 
 _CONNECTOR = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or|and|with|to)\s", re.I)
@@ -108,20 +137,58 @@ _ENVIRONMENT = frozenset(
 )
 
 
+_CHOICE = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or)\s", re.I)
+_PAIR = re.compile(r"\s(?:and|with|to)\s", re.I)
+_TOKEN = re.compile(r"[^\s,;:?!()\"“”]+|[,;:?!()\"“”]")
+_PARTICLES = frozenset(["of", "the", "de", "del", "la", "le", "du", "da", "von", "van", "y", "&"])
+
+
+def _name_side(segment: str, *, before: bool) -> list[str]:
+    """Up to five words of the name next to a connector: capitalised words (and particles
+    inside a name), read away from the connector up to punctuation or a plain word."""
+    tokens = _TOKEN.findall(segment)
+    if before:
+        tokens.reverse()
+    out: list[str] = []
+    for tok in tokens:
+        if len(tok) == 1 and not tok.isalnum():
+            break
+        if tok[:1].isupper() or tok[:1].isdigit():
+            out.append(tok)
+        elif tok.lower() in _PARTICLES and (out or not before):
+            if out or tok.lower() != "the":
+                out.append(tok)
+        else:
+            break
+        if len(out) >= 5:
+            break
+    while out and out[-1].lower() in _PARTICLES:
+        out.pop()
+    if before:
+        out.reverse()
+    return out
+
+
 def comparison_options(text: str) -> list[frozenset[str]]:
-    """The options a comparison names ("X vs Y", "compare X and Y", "X or Y")."""
-    m = None
-    for cand in _CONNECTOR.finditer(text):
-        word = cand.group(0).strip().lower()
-        if word in {"and", "with", "to"} and not _COMPARE_LEAD.search(text[: cand.start()]):
-            continue
-        m = cand
-        break
+    """The options a comparison names: "X vs Y", "X or Y?", "compare X and Y", "Are X and
+    Y both ...?". The names next to the connector are read by their capitals; without
+    capitals, the two content words on each side."""
+    m = _CHOICE.search(text)
+    if m is None:
+        for cand in _PAIR.finditer(text):
+            m = cand
+            break
     if m is None:
         return []
-    left = [w for w in words(text[: m.start()]) if w not in STOPWORDS and w not in _LEAD_WORDS]
-    right = [w for w in words(text[m.end() :]) if w not in STOPWORDS and w not in _LEAD_WORDS]
-    a, b = frozenset(left[-2:]), frozenset(right[:2])
+    left_name = _name_side(text[: m.start()], before=True)
+    right_name = _name_side(text[m.end() :], before=False)
+    if left_name and right_name:
+        a = content_terms(" ".join(left_name))
+        b = content_terms(" ".join(right_name))
+    else:
+        left = [w for w in words(text[: m.start()]) if w not in STOPWORDS and w not in _LEAD_WORDS]
+        right = [w for w in words(text[m.end() :]) if w not in STOPWORDS and w not in _LEAD_WORDS]
+        a, b = frozenset(left[-2:]), frozenset(right[:2])
     # Words both options share ("plan" in "Basic plan vs Pro plan") tell them apart from nothing.
     a, b = a - b, b - a
     if not a or not b:
@@ -154,12 +221,45 @@ def troubleshooting_signals(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def header_estimate(item: ConsolidatedItem) -> int:
-    """Tokens of an item's envelope header and closing tag (ids tokenize densely)."""
-    chars = 50 + len(item.source_id) + len(item.version or "") + len(item.title or "")
-    if len(item.pieces) > 1:
-        chars += sum(len(p.chunk_id) + 12 for p in item.pieces)
-    return math.ceil(chars / 2.5) + 4
+def header_estimate(item: ConsolidatedItem, defaults: SetDefaults | None = None) -> int:
+    """Tokens of an item's envelope tags (ids and attribute values tokenize densely)."""
+    chars = 22
+    if defaults is None or item.source_id != defaults.source:
+        chars += 10 + len(item.source_id)
+    if defaults is None or item.version != defaults.version:
+        chars += 11 + len(item.version or "")
+    if item.title and not title_is_redundant(item.title, item.text):
+        chars += 9 + len(item.title)
+    return math.ceil(chars / 2.5) + 2
+
+
+def subject_of(title: str | None) -> str | None:
+    """The entity a titled item is about: the title's words without a parenthetical
+    qualifier ("Big Stone Gap (film)" -> "big stone gap"); None for stopword-only titles."""
+    if not title:
+        return None
+    cut = title.find(" (")
+    base = words(title[:cut] if cut > 0 else title)
+    if not base or all(w in STOPWORDS for w in base) or len("".join(base)) < 3:
+        return None
+    return " ".join(base)
+
+
+def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
+    """The entities the items are about, as space-padded phrases, sorted and distinct."""
+    subjects = {subject_of(it.title) for it in items}
+    subjects.discard(None)
+    return tuple(sorted(f" {s} " for s in subjects if s is not None))
+
+
+def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]:
+    """``links`` without the item's own subject (a sentence naming it links nowhere)."""
+    own = subject_of(item.title)
+    return links if own is None else tuple(x for x in links if x != f" {own} ")
+
+
+def _padded(text: str) -> str:
+    return " " + " ".join(words(text)) + " "
 
 
 class EvidenceSelector:
@@ -238,6 +338,10 @@ class EvidenceSelector:
         signals = troubleshooting_signals(query.text) if query_class == "troubleshooting" else None
         size = self.policy.near_duplicate.shingle_words
         all_grams = text_shingles_many([items[i].text for i in eligible], size)
+        rules = self.policy.classes[cast(QueryClass, query_class)]
+        defaults = SetDefaults.common([(it.source_id, it.version) for it in items])
+        linking = rules.weights.link > 0
+        qpadded = _padded(query.text) if linking else ""
         out = []
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
             it = items[i]
@@ -254,7 +358,8 @@ class EvidenceSelector:
             if signals:
                 hay = f"{it.title or ''} {it.version or ''} {it.text}".lower()
                 match = sum(1 for s in signals if s in hay) / len(signals)
-            head = header_estimate(it)
+            head = header_estimate(it, defaults)
+            subject = subject_of(it.title) if linking else None
             out.append(
                 _Option(
                     item=i,
@@ -268,8 +373,27 @@ class EvidenceSelector:
                     match=match,
                     source=it.source_id,
                     qhits=qhits,
+                    subject=subject,
+                    named=subject is not None and f" {subject} " in qpadded,
+                    padded=_padded(f"{it.title or ''} {it.text}") if linking else "",
                 )
             )
+        named = {o.subject for o in out if o.named and o.subject is not None}
+        if len(named) > 1:
+            # "Cry Wolf" is not named by a question about "Never Cry Wolf".
+            for o in out:
+                if o.named and any(
+                    f" {o.subject} " in f" {other} " and other != o.subject for other in named
+                ):
+                    o.named = False
+        if rules.compression and rules.excerpt_sentences > 0:
+            qhead = content_terms(query.text)
+            links = subject_links(items)
+            for o in out:
+                it = items[o.item]
+                o.steps = excerpt_steps(it, qhead, links_for(it, links))
+                if len(o.steps) >= rules.excerpt_sentences:
+                    o.excerpt_est = o.header_est + o.steps[rules.excerpt_sentences - 1]
         return out
 
     @staticmethod
@@ -282,6 +406,35 @@ class EvidenceSelector:
             if terms:
                 facets.append(terms)
         return [f for f in facets if f]
+
+
+#: Room asked of the compressor above the estimate of the sentences it should keep: the
+#: exact count of short sentences runs above the character estimate.
+EXCERPT_SLACK = 1.15
+
+
+def excerpt_steps(
+    item: ConsolidatedItem, qterms: frozenset[str], links: tuple[str, ...] = ()
+) -> tuple[int, ...]:
+    """Text tokens for excerpts of the item's best 1, 2, ... sentences (the compressor's
+    ranking, with room for the gaps and :data:`EXCERPT_SLACK`), while smaller than the
+    whole text."""
+    bounds = sentences(item.text)
+    if len(bounds) < 2:
+        return ()
+    lead = item.span_start is None or item.span_start == 0
+    _, order = rank_sentences(item.text, bounds, qterms, lead=lead, links=links)
+    whole = estimate_tokens(item.text)
+    out: list[int] = []
+    est = 2
+    for i in order[:-1]:
+        s, e = bounds[i]
+        est += estimate_tokens(item.text[s:e]) + 1
+        step = math.ceil(est * EXCERPT_SLACK)
+        if step >= whole:
+            break
+        out.append(step)
+    return tuple(out)
 
 
 class _Admission:
@@ -297,14 +450,25 @@ class _Admission:
         self.facets = facets
         self.facet_done = [False] * len(facets)
         self.sources: dict[str, int] = {}
+        self.subjects: set[str] = set()
         self.admitted: list[Admission] = []
+        self.taken: list[_Option] = []
         self.budget_waiting: list[_Option] = []
+        #: Excerpts first: set by :meth:`admit_all` when the whole passages would not fit.
+        self.excerpts = False
+        #: The per-source cap applies (the first pass); the second pass lets it yield.
+        self.capped = True
 
     def uncovered_facets(self) -> list[frozenset[str]]:
         return [f for f, done in zip(self.facets, self.facet_done, strict=True) if not done]
 
     def _covers(self, o: _Option, f: frozenset[str]) -> bool:
         return len(o.terms & f) * 2 >= len(f)
+
+    def _link(self, o: _Option) -> float:
+        if o.subject is None or o.subject in self.subjects:
+            return 0.0
+        return 1.0 if o.named or o.linked_from is not None else 0.0
 
     def utility(self, o: _Option) -> float:
         w = self.rules.weights
@@ -324,12 +488,49 @@ class _Admission:
             + w.authority * o.auth
             + w.coverage * (gain + facet_gain)
             + w.match * o.match
+            + w.link * self._link(o)
         )
+
+    def _basis(self, o: _Option) -> tuple[str, ...]:
+        out = []
+        if o.qhits - self.covered:
+            out.append("query_terms")
+        if any(
+            not done and self._covers(o, f)
+            for f, done in zip(self.facets, self.facet_done, strict=True)
+        ):
+            out.append("facet")
+        if self._link(o):
+            out.append("named_entity" if o.named else f"bridge:{o.linked_from}")
+        return tuple(out)
+
+    def cost(self, o: _Option) -> int:
+        if self.excerpts and o.excerpt_est is not None:
+            return o.excerpt_est
+        return o.est
 
     def admit_all(self, options: list[_Option], fates: dict[int, DropReason]) -> None:
         if self.remaining <= 0:
             self.budget_waiting.extend(options)
             return
+        self.excerpts = (
+            self.rules.compression
+            and self.rules.excerpt_sentences > 0
+            and sum(o.est for o in options) > self.remaining
+        )
+        deferred: list[_Option] = []
+        self._greedy(options, fates, deferred)
+        if deferred:
+            # The per-source cap yields: what waited behind it competes for what is left.
+            self.capped = False
+            self._greedy(deferred, fates, [])
+        if self.excerpts and self.rules.expand_excerpts:
+            self._expand()
+        self._compress_leftover()
+
+    def _greedy(
+        self, options: list[_Option], fates: dict[int, DropReason], deferred: list[_Option]
+    ) -> None:
         # Each step takes the best remaining item (utility, then rank) through the gates.
         # Utilities and gate outcomes change only when an item is admitted, so between two
         # admissions the items come out in one sorted order: sort once per admission rather
@@ -343,8 +544,11 @@ class _Admission:
                 reason = self._gate(best)
                 if reason is None:
                     pool = ranked[at + 1 :]
-                    self._take(best, pool, compress_to=None)
+                    self._take(best, pool, excerpt=self.excerpts and best.excerpt_est is not None)
                     break
+                if reason == "source_cap":
+                    deferred.append(best)
+                    continue
                 if reason == "budget":
                     self.budget_waiting.append(best)
                     continue
@@ -353,22 +557,56 @@ class _Admission:
                     for o in ranked[at + 1 :]:
                         fates[o.item] = "item_cap"
                     break
-        self._compress_leftover()
 
     def _gate(self, o: _Option) -> DropReason | None:
         if 1.0 - o.overlap < self.rules.min_novelty:
             return "novelty"
-        if self.sources.get(o.source, 0) >= self.rules.per_source_cap:
+        if self.capped and self.sources.get(o.source, 0) >= self.rules.per_source_cap:
             return "source_cap"
         if len(self.admitted) >= self.rules.max_items:
             return "item_cap"
-        if o.est > self.remaining:
+        if self.cost(o) > self.remaining:
             return "budget"
         return None
 
-    def _take(self, o: _Option, pool: list[_Option], *, compress_to: int | None) -> None:
+    def _take(self, o: _Option, pool: list[_Option], *, excerpt: bool) -> None:
         util = self.utility(o)
-        cost = o.est if compress_to is None else o.header_est + compress_to
+        basis = self._basis(o)
+        if excerpt:
+            assert o.excerpt_est is not None
+            cost, compress_to, basis = (
+                o.excerpt_est,
+                o.steps[self.rules.excerpt_sentences - 1],
+                (*basis, "excerpt"),
+            )
+        else:
+            cost, compress_to = o.est, None
+        self._record(o, util, cost, compress_to, basis)
+        self.sources[o.source] = self.sources.get(o.source, 0) + 1
+        self.covered.update(o.terms & self.qterms)
+        for k, f in enumerate(self.facets):
+            if not self.facet_done[k] and self._covers(o, f):
+                self.facet_done[k] = True
+        waiting = (*pool, *self.budget_waiting)
+        if o.subject is not None:
+            self.subjects.add(o.subject)
+        if o.padded:
+            for r in waiting:
+                if (
+                    r.subject is not None
+                    and r.linked_from is None
+                    and not r.named
+                    and f" {r.subject} " in o.padded
+                ):
+                    r.linked_from = o.subject
+        if o.grams:
+            for r in waiting:
+                if r.grams:
+                    r.overlap = max(r.overlap, len(r.grams & o.grams) / len(r.grams))
+
+    def _record(
+        self, o: _Option, util: float, cost: int, compress_to: int | None, basis: tuple[str, ...]
+    ) -> None:
         self.admitted.append(
             Admission(
                 item=o.item,
@@ -376,18 +614,40 @@ class _Admission:
                 utility=round(util, 9),
                 estimated_tokens=cost,
                 compress_to=compress_to,
+                basis=basis,
             )
         )
+        self.taken.append(o)
         self.remaining -= cost
-        self.sources[o.source] = self.sources.get(o.source, 0) + 1
-        self.covered.update(o.terms & self.qterms)
-        for k, f in enumerate(self.facets):
-            if not self.facet_done[k] and self._covers(o, f):
-                self.facet_done[k] = True
-        if o.grams:
-            for r in (*pool, *self.budget_waiting):
-                if r.grams:
-                    r.overlap = max(r.overlap, len(r.grams & o.grams) / len(r.grams))
+
+    def _expand(self) -> None:
+        """Grow admitted excerpts one sentence at a time, in admission order, round after
+        round while any grows; an excerpt that would reach its whole text gets it back."""
+        grew = True
+        while grew:
+            grew = False
+            for k, (adm, o) in enumerate(zip(self.admitted, self.taken, strict=True)):
+                if adm.compress_to is None:
+                    continue
+                level = o.steps.index(adm.compress_to) + 1 if adm.compress_to in o.steps else 0
+                if level and level < len(o.steps):
+                    target: int | None = o.steps[level]
+                    cost = o.header_est + o.steps[level]
+                else:
+                    target, cost = None, o.est
+                extra = cost - adm.estimated_tokens
+                if extra > self.remaining:
+                    continue
+                self.remaining -= extra
+                basis = (
+                    adm.basis
+                    if target is not None
+                    else tuple(b for b in adm.basis if b != "excerpt")
+                )
+                self.admitted[k] = adm.model_copy(
+                    update={"compress_to": target, "estimated_tokens": cost, "basis": basis}
+                )
+                grew = True
 
     def _compress_leftover(self) -> None:
         """Give what is left to the best waiting item, compressed, if the policy allows."""
@@ -397,11 +657,10 @@ class _Admission:
             target = self.remaining - o.header_est
             if target < self.rules.min_compressed_tokens:
                 continue
-            if (
-                1.0 - o.overlap < self.rules.min_novelty
-                or self.sources.get(o.source, 0) >= self.rules.per_source_cap
-            ):
+            if 1.0 - o.overlap < self.rules.min_novelty:
                 continue
             self.budget_waiting.remove(o)
-            self._take(o, [], compress_to=target)
+            self._record(
+                o, self.utility(o), o.header_est + target, target, (*self._basis(o), "leftover")
+            )
             return

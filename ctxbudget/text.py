@@ -438,14 +438,70 @@ def containment(a: frozenset[int], b: frozenset[int]) -> float:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+#: A period after one of these words (or after a single letter: an initial) ends no sentence.
+_ABBREVIATIONS = frozenset(
+    [
+        "c",
+        "ca",
+        "cf",
+        "co",
+        "corp",
+        "dr",
+        "e.g",
+        "etc",
+        "gen",
+        "gov",
+        "i.e",
+        "inc",
+        "jr",
+        "lit",
+        "lt",
+        "ltd",
+        "mr",
+        "mrs",
+        "ms",
+        "mt",
+        "no",
+        "nos",
+        "op",
+        "prof",
+        "rev",
+        "sr",
+        "st",
+        "sgt",
+        "vol",
+        "vols",
+        "vs",
+        "u.s",
+        "u.k",
+        "fl",
+        "b",
+        "d",
+    ]
+)
+_LAST_WORD = re.compile(r"(?:^|[\s(\[\"'/\u2013-])([A-Za-z](?:\.[A-Za-z])*|[A-Za-z]{2,5})\.$")
+
+
+def _abbreviated(piece: str) -> bool:
+    m = _LAST_WORD.search(piece[-12:])
+    if m is None:
+        return False
+    word = m.group(1)
+    return len(word) == 1 or "." in word or word.lower() in _ABBREVIATIONS
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
-    """Sentence boundaries as (start, end) character offsets covering the non-blank text."""
+    """Sentence boundaries as (start, end) character offsets covering the non-blank text.
+
+    A period after an initial ("Florence M. Sterling") or a common abbreviation ("c.",
+    "St.", "U.S.") does not end a sentence; a line break always does.
+    """
     out: list[tuple[int, int]] = []
     start = 0
     for m in _SENTENCE_END.finditer(text):
         end = m.start()
+        if "\n" not in m.group(0) and _abbreviated(text[start:end]):
+            continue
         _append_trimmed(text, start, end, out)
         start = m.end()
     _append_trimmed(text, start, len(text), out)
