@@ -1,0 +1,152 @@
+"""Multi-hop packing: comparison routing and options, entity links, excerpts under pressure,
+and the quality of packs on real HotpotQA questions against the naive assembler."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbudget.envelope import parse
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.policy import PolicyStore
+from ctxbudget.routing import classify
+from ctxbudget.schemas import Query
+from ctxbudget.select import comparison_options, subject_of
+from tests.conftest import batch, candidate
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Were Scott Derrickson and Ed Wood of the same nationality?",
+        "Which was founded first, Arthur's Magazine or First for Women?",
+        "Are both Cadmium Chloride and Ethanol used as solvents?",
+        "Who is older, Annie Morton or Terry Richardson?",
+        "Are Local H and For Against both from the United States?",
+        "Between Greyhound Lines and Megabus, which serves more cities?",
+        "What do the Nile and the Amazon have in common?",
+        "Which magazine was published first, Guitar World or Science News?",
+    ],
+)
+def test_comparison_phrasings_route_to_comparison(store: PolicyStore, question: str) -> None:
+    policy, rules = store.get("default@1")
+    assert classify(Query(text=question), rules, policy.fallback_class).query_class == (
+        "comparison"
+    )
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "The director of the romantic comedy Big Stone Gap is based in what New York city?",
+        "Who was the DJ of the compilation album produced by an English cricketer?",
+        "What government position was held by the woman who portrayed Corliss Archer?",
+        "In what year was the man who resigned as president of Israel in 2000 born?",
+        "Which city hosts the university where the author of Dune studied?",
+    ],
+)
+def test_bridge_questions_do_not_route_to_comparison(store: PolicyStore, question: str) -> None:
+    policy, rules = store.get("default@1")
+    assert classify(Query(text=question), rules, policy.fallback_class).query_class != (
+        "comparison"
+    )
+
+
+def test_comparison_options_read_the_names() -> None:
+    assert comparison_options("Who is older, Sid Haig or Vic Darchinyan?") == [
+        frozenset({"sid", "haig"}),
+        frozenset({"vic", "darchinyan"}),
+    ]
+    assert comparison_options("Are Medici and Senet both board games?") == [
+        frozenset({"medici"}),
+        frozenset({"senet"}),
+    ]
+
+
+def test_subject_drops_the_qualifier() -> None:
+    assert subject_of("Big Stone Gap (film)") == "big stone gap"
+    assert subject_of("The") is None and subject_of(None) is None
+
+
+def _para(title: str, text: str, score: float) -> object:
+    return candidate(
+        title.lower().replace(" ", "-"), text, score, title=title, source_id="wiki", doc_id=title
+    )
+
+
+def test_the_second_hop_is_admitted_by_its_link(pipeline: Pipeline) -> None:
+    """The paragraph the question never names, but the first hop does, earns its place."""
+    filler = " ".join(
+        f"Sentence {i} about the town's history and its famous fair." for i in range(6)
+    )
+    paras = [
+        _para(
+            "Big Stone Gap (film)",
+            "Big Stone Gap is a 2014 American romantic comedy film directed by Adriana "
+            "Trigiani. It was filmed in Virginia.",
+            9.0,
+        ),
+        _para("Big Stone Gap, Virginia", "Big Stone Gap is a town in Virginia. " + filler, 8.5),
+        _para("Gap Creek", "Gap Creek is a stream in Virginia. " + filler, 8.0),
+        _para("Stone Mountain", "Stone Mountain is a quartz monzonite dome. " + filler, 7.9),
+        _para("Romantic comedy", "Romantic comedy is a film genre. " + filler, 7.5),
+        _para(
+            "Adriana Trigiani",
+            "Adriana Trigiani is an Italian American author and film director based in "
+            "Greenwich Village, New York City. She wrote sixteen books.",
+            2.0,
+        ),
+    ]
+    b = batch(
+        paras,
+        query="The director of the romantic comedy Big Stone Gap is based in what New York city?",
+        input_limit=1100,
+        reserve_tokens=300,
+    )
+    routed = pipeline.router.run(b)
+    packed = pipeline.selector.run(pipeline.consolidator.run(routed))
+    items = packed.consolidated.items
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert "named_entity" in basis["Big Stone Gap (film)"]
+    assert any(b.startswith("bridge:") for b in basis["Adriana Trigiani"])
+    pack = pipeline.run(b).pack
+    texts = [t for _, t in parse(pack.rendered)]
+    assert any("Greenwich Village, New York City" in t for t in texts)
+    assert pack.evidence_tokens <= pack.budget.evidence_budget
+
+
+def test_excerpts_fit_more_distinct_evidence_and_keep_matching_sentences(
+    pipeline: Pipeline,
+) -> None:
+    """Under pressure each item enters as its best sentences: every family gets in."""
+    words = ["amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heath", "inlet"]
+
+    def noise(i: int) -> str:
+        return " ".join(
+            f"The {words[(i + k) % 9]} {words[(i * 2 + k) % 9]} trail {k * 7 + i} crosses "
+            f"the {words[(k + 3 * i) % 9]} valley."
+            for k in range(10)
+        )
+
+    paras = [
+        _para(
+            f"Topic {i}", f"Topic {i} was founded in {1900 + i} by engineers. " + noise(i), 9.0 - i
+        )
+        for i in range(6)
+    ]
+    b = batch(paras, query="When was each topic founded by engineers?", input_limit=900)
+    pack = pipeline.run(b).pack
+    assert len(pack.evidence) == 6 and all(e.compressed for e in pack.evidence)
+    texts = [t for _, t in parse(pack.rendered)]
+    for i in range(6):
+        assert any(f"founded in {1900 + i}" in t for t in texts)
+    assert pack.evidence_tokens <= pack.budget.evidence_budget
+
+
+def test_no_pressure_no_excerpts(pipeline: Pipeline) -> None:
+    """When the whole passages fit, they go in whole."""
+    paras = [
+        _para(f"Topic {i}", f"Topic {i} was founded in {1900 + i}. It grew.", 9.0 - i)
+        for i in range(3)
+    ]
+    pack = pipeline.run(batch(paras, query="When was each topic founded?")).pack
+    assert len(pack.evidence) == 3 and not any(e.compressed for e in pack.evidence)
