@@ -196,9 +196,7 @@ _ORDER = (
 
 def _rows(passes: Sequence[dict[str, list[float]]]) -> list[dict[str, Any]]:
     for p in passes:
-        p["split"] = [
-            f + sum(p[h][i] for h in HOP_PARTS) for i, f in enumerate(p["fused"])
-        ]
+        p["split"] = [f + sum(p[h][i] for h in HOP_PARTS) for i, f in enumerate(p["fused"])]
         # What a worker must do with no packing work at all: validate the input strictly
         # (bad input must become a clear dead letter), count the pack once, encode the Pack
         # and the four TraceEvents the wire contract asks for.

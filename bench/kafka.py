@@ -361,11 +361,7 @@ def warm_up(c: Cluster, traffic_file: Path, workdir: Path, timeout_s: float = 90
 
 
 def _sustained(r: dict[str, Any]) -> bool:
-    return (
-        r["missing"] == 0
-        and r["pack_rate"] >= 0.95 * r["offered_rate"]
-        and r["p99_ms"] < 1000
-    )
+    return r["missing"] == 0 and r["pack_rate"] >= 0.95 * r["offered_rate"] and r["p99_ms"] < 1000
 
 
 def run_topology(

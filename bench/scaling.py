@@ -66,9 +66,7 @@ def scale_batch(raw: bytes, factor: float) -> bytes:
     return orjson.dumps(data)
 
 
-def _measure(
-    traffic: Traffic, store: PolicyStore, policy: str, repeats: int
-) -> dict[str, float]:
+def _measure(traffic: Traffic, store: PolicyStore, policy: str, repeats: int) -> dict[str, float]:
     measure_pass(traffic.lines[:5], store, policy, naive=False)
     passes = [measure_pass(traffic.lines, store, policy, naive=False) for _ in range(repeats)]
     out = {

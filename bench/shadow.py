@@ -29,16 +29,23 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(len(s) * q))] if s else float("nan")
 
 
-def _phase(bootstrap: str, env: dict[str, str], items: list[tuple[str, bytes]], rate: float,
-           tag: str) -> tuple[list[float], int]:
+def _phase(
+    bootstrap: str, env: dict[str, str], items: list[tuple[str, bytes]], rate: float, tag: str
+) -> tuple[list[float], int]:
     from kafka import KafkaConsumer, KafkaProducer
 
     sent: dict[str, float] = {}
     lat: list[float] = []
     shadow_seen = 0
-    consumer = KafkaConsumer("ctx.packs.v1", "ctx.shadow.v1", bootstrap_servers=bootstrap,
-                             group_id=None, auto_offset_reset="latest", consumer_timeout_ms=500,
-                             fetch_max_wait_ms=10)
+    consumer = KafkaConsumer(
+        "ctx.packs.v1",
+        "ctx.shadow.v1",
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="latest",
+        consumer_timeout_ms=500,
+        fetch_max_wait_ms=10,
+    )
     consumer.poll(timeout_ms=1000)
     done = threading.Event()
 
@@ -65,8 +72,9 @@ def _phase(bootstrap: str, env: dict[str, str], items: list[tuple[str, bytes]], 
             time.sleep(delay)
         key = f"{tag}{rid}"
         sent[key] = time.perf_counter()
-        producer.send("ctx.candidates.v1", key=key.encode(),
-                      value=raw.replace(rid.encode(), key.encode(), 1))
+        producer.send(
+            "ctx.candidates.v1", key=key.encode(), value=raw.replace(rid.encode(), key.encode(), 1)
+        )
     producer.flush()
     deadline = time.monotonic() + 30
     while len(lat) < len(items) and time.monotonic() < deadline:
@@ -90,20 +98,37 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[subprocess.Popen[bytes]] = []
     with EmbeddedBroker() as broker:
         apply_topics(broker.bootstrap, load_topic_specs(REPO / "topics"))
-        env = dict(os.environ, CTXBUDGET_BROKERS=broker.bootstrap,
-                   CTXBUDGET_POLICIES=str(REPO / "policies"))
+        env = dict(
+            os.environ,
+            CTXBUDGET_BROKERS=broker.bootstrap,
+            CTXBUDGET_POLICIES=str(REPO / "policies"),
+        )
         try:
-            procs.append(subprocess.Popen([sys.executable, "-m", "ctxbudget", "worker", "fused"],
-                                          env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "ctxbudget", "worker", "fused"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
             warm = items[:5]
             _phase(broker.bootstrap, env, warm, 5, "warm-")
             off, _ = _phase(broker.bootstrap, env, items, args.rate, "off-")
-            subprocess.run([sys.executable, "-m", "ctxbudget", "control", "shadow", "on"],
-                           env=env, check=True, capture_output=True)
-            procs.append(subprocess.Popen([sys.executable, "-m", "ctxbudget", "worker",
-                                           "shadow"], env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
+            subprocess.run(
+                [sys.executable, "-m", "ctxbudget", "control", "shadow", "on"],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "ctxbudget", "worker", "shadow"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
             _phase(broker.bootstrap, env, warm, 5, "warm2-")
             time.sleep(3)
             on, shadow_packs = _phase(broker.bootstrap, env, items, args.rate, "on-")
@@ -118,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"live latency at {args.rate:.0f} batches/s, {n} batches per phase")
     print(f"{'phase':<12}{'packs':>7}{'p50 ms':>9}{'p99 ms':>9}{'shadow packs':>14}")
     print(f"{'shadow off':<12}{len(off):>7}{_pct(off, 0.5):>9.1f}{_pct(off, 0.99):>9.1f}{0:>14}")
-    print(f"{'shadow on':<12}{len(on):>7}{_pct(on, 0.5):>9.1f}{_pct(on, 0.99):>9.1f}"
-          f"{shadow_packs:>14}")
+    print(
+        f"{'shadow on':<12}{len(on):>7}{_pct(on, 0.5):>9.1f}{_pct(on, 0.99):>9.1f}"
+        f"{shadow_packs:>14}"
+    )
     return 0
 
 

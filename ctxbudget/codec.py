@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
+import re
 from typing import Any, TypeVar
 
 import orjson
@@ -20,6 +23,14 @@ M = TypeVar("M", bound=BaseModel)
 
 #: Messages larger than this are refused before parsing (they go to the dead letters).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+#: A dead letter keeps the whole original up to this size, else this many first bytes of it
+#: (with the sha256 and size of the whole).
+DEAD_LETTER_EXCERPT_BYTES = 64 * 1024
+
+#: Integers in a CandidateBatch must fit in a signed 64-bit integer: the wire encoder
+#: (orjson) cannot write larger ones, and no count or offset is that large.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def encode(model: BaseModel) -> bytes:
@@ -127,6 +138,20 @@ def _restore(raw: bytes | str) -> bytes | str:
         return raw
 
 
+def _long_int(value: int) -> str:
+    return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+
+
+def _safe_repr(value: Any) -> str:
+    """repr, but an int too long to print (Python refuses over 4300 digits) is described."""
+    if type(value) is int and value.bit_length() > 128:
+        return _long_int(value)
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
 def describe_validation(err: ValidationError, *, limit: int = 5) -> str:
     parts = []
     for e in err.errors()[:limit]:
@@ -134,9 +159,15 @@ def describe_validation(err: ValidationError, *, limit: int = 5) -> str:
         found = e.get("input")
         shown = ""
         if not isinstance(found, dict | list):
-            text = repr(found)
+            text = _safe_repr(found)
             shown = f" (found {text if len(text) <= 60 else text[:57] + '...'})"
-        parts.append(f"{loc}: {e['msg']}{shown}")
+        msg = e["msg"]
+        if e["type"] == "value_error":  # a validator's own message: it names what it checks
+            msg = msg.removeprefix("Value error, ")
+            if not e["loc"]:
+                parts.append(msg)
+                continue
+        parts.append(f"{loc}: {msg}{shown}")
     more = err.error_count() - limit
     if more > 0:
         parts.append(f"... and {more} more")
@@ -144,32 +175,175 @@ def describe_validation(err: ValidationError, *, limit: int = 5) -> str:
 
 
 def decode(raw: bytes | str, model: type[M]) -> M:
-    """Parse and validate one message; every failure is an :class:`InputError`."""
+    """Parse and validate one message; every failure is an :class:`InputError`.
+
+    A CandidateBatch (the one message that comes from outside) is held to strict JSON
+    besides: no key may appear twice in an object, and every integer must fit in 64 bits.
+    """
     size = len(raw)
     if size > MAX_MESSAGE_BYTES:
         raise InputError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
     if model is ConsolidatedBatch or model is PackedBatch:
         raw = _restore(raw)
     try:
-        return model.model_validate_json(raw)
+        value = model.model_validate_json(raw)
     except ValidationError as e:
         if any(x["type"] == "json_invalid" for x in e.errors()):
             raise InputError(f"not valid JSON: {e.errors()[0]['msg']}") from e
         raise InputError(f"invalid {model.__name__}: {describe_validation(e)}") from e
+    if isinstance(value, CandidateBatch):
+        check_unique_keys(raw)
+        check_int_ranges(value)
+    return value
 
 
 def decode_batch(raw: bytes | str) -> CandidateBatch:
     return decode(raw, CandidateBatch)
 
 
+# ---------------------------------------------------------------- strict JSON
+#
+# Duplicate keys. Neither parser reports them (both keep the last value), so a batch is
+# checked after it validated. The fast path never walks the document in Python: it parses
+# with orjson (which collapses duplicates) and writes the result back, then compares the
+# number of colons. Outside strings a colon follows every key and nothing else, and orjson
+# never escapes a colon inside a string; so without a duplicate both counts are equal, and a
+# duplicate removes at least its own colon from the rewrite. The one way to hide a colon
+# from the raw count is the escape \u003a; a message using it (or anything orjson refuses,
+# such as NaN) takes the exact path, a second parse that sees every key of every object.
+
+_ESCAPED_COLON = re.compile(rb"\\u003[aA]")
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object of the exact path, as the list of its (key, value) pairs in order."""
+
+
+def check_unique_keys(raw: bytes | str) -> None:
+    """Raise :class:`InputError` naming the first key that appears twice in one object."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if b"\\" not in data or _ESCAPED_COLON.search(data) is None:
+        try:
+            rewritten = orjson.dumps(orjson.loads(data))
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            pass
+        else:
+            if rewritten.count(b":") == data.count(b":"):
+                return
+    _exact_unique_keys(data)
+
+
+def _exact_unique_keys(data: bytes) -> None:
+    try:
+        tree = json.loads(data, object_pairs_hook=_Pairs)
+    except RecursionError as e:
+        raise InputError("not valid JSON: nested too deeply") from e
+    except ValueError as e:
+        raise InputError(f"not valid JSON: {e}") from e
+    stack: list[tuple[Any, str]] = [(tree, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Pairs):
+            seen: set[str] = set()
+            for key, _ in node:
+                if key in seen:
+                    raise InputError(
+                        f"duplicate key {_shorten(path + key)}: a key may appear once per object"
+                    )
+                seen.add(key)
+            stack.extend((v, f"{path}{k}.") for k, v in reversed(node))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}{i}.") for i, v in reversed(list(enumerate(node))))
+
+
+# Integer ranges. The model's int fields are checked one by one (a walk over the whole model
+# would cost more than the decoding), and a path is only spelled out for an error;
+# ``metadata`` holds any JSON, so it is walked.
+
+
+def _int_error(path: str, value: int) -> InputError:
+    return InputError(f"{path}: integer {_safe_repr(value)} is out of range (beyond 64 bits)")
+
+
+def _check_any_ints(value: Any, path: str) -> None:
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, f"{where}.{k}") for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, f"{where}.{i}") for i, v in enumerate(node))
+        elif type(node) is int and not INT64_MIN <= node <= INT64_MAX:
+            raise _int_error(where, node)
+
+
+def check_int_ranges(batch: CandidateBatch) -> None:
+    """Raise :class:`InputError` naming the first integer of ``batch`` beyond 64 bits."""
+    lo, hi = INT64_MIN, INT64_MAX
+    for path, value in (
+        ("instructions.tokens", batch.instructions.tokens),
+        ("model.input_limit", batch.model.input_limit),
+        ("answer_contract.reserve_tokens", batch.answer_contract.reserve_tokens),
+    ):
+        if value is not None and not lo <= value <= hi:
+            raise _int_error(path, value)
+    for i, c in enumerate(batch.candidates):
+        if c.tokens is not None and not lo <= c.tokens <= hi:
+            raise _int_error(f"candidates.{i}.tokens", c.tokens)
+        span = c.span
+        if span is not None:
+            if not lo <= span.start <= hi:
+                raise _int_error(f"candidates.{i}.span.start", span.start)
+            if not lo <= span.end <= hi:
+                raise _int_error(f"candidates.{i}.span.end", span.end)
+        if c.metadata:
+            _check_any_ints(c.metadata, f"candidates.{i}.metadata")
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def guess_request_id(raw: bytes | str) -> str | None:
     """The request_id of a message that failed validation, when it can still be read."""
+    if len(raw) > MAX_MESSAGE_BYTES:  # not worth parsing: it was refused unread
+        return None
     try:
         data: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
     rid = data.get("request_id") if isinstance(data, dict) else None
-    return rid if isinstance(rid, str) else None
+    return rid if isinstance(rid, str) and len(rid) <= _MAX_GUESSED_ID else None
+
+
+#: A longer "request_id" of a dead message is not believed (it would become the record key).
+_MAX_GUESSED_ID = 1024
+#: The error text of a dead letter is cut to this many characters.
+_MAX_ERROR_TEXT = 4096
+
+
+def _excerpt(data: bytes) -> tuple[str, str]:
+    """``data`` (its first DEAD_LETTER_EXCERPT_BYTES when longer) as text and its encoding:
+    UTF-8 when it is, else base64. A cut never splits a UTF-8 character."""
+    part = data[:DEAD_LETTER_EXCERPT_BYTES]
+    try:
+        return part.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as e:
+        # a character cut by the excerpt's end is left out; any other bad byte means base64
+        if len(part) < len(data) and e.reason == "unexpected end of data":
+            try:
+                return part[: e.start].decode("utf-8"), "utf-8"
+            except UnicodeDecodeError:
+                pass
+        return base64.b64encode(part).decode("ascii"), "base64"
+
+
+def _error_text(error: BaseException) -> str:
+    try:
+        text = str(error)
+    except Exception:  # a broken __str__ must not lose the dead letter
+        text = f"<{type(error).__name__} that cannot be shown>"
+    return _shorten(text, _MAX_ERROR_TEXT)
 
 
 def dead_letter(
@@ -181,20 +355,23 @@ def dead_letter(
     line: int | None = None,
     offset: int | None = None,
 ) -> DeadLetter:
-    """A dead-letter record that keeps the original bytes (base64 when not UTF-8)."""
+    """A dead-letter record of the original bytes (base64 when not UTF-8), bounded in size.
+
+    Up to DEAD_LETTER_EXCERPT_BYTES the whole original is kept; a longer one keeps that
+    many first bytes. ``original_sha256`` and ``original_bytes`` always describe the whole.
+    """
     data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
-    try:
-        text, enc = data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        text, enc = base64.b64encode(data).decode("ascii"), "base64"
+    text, enc = _excerpt(data)
     return DeadLetter(
         request_id=guess_request_id(data),
         stage=stage,
         error_type=type(error).__name__,
-        error=str(error),
+        error=_error_text(error),
         source=source,
         line=line,
         offset=offset,
         raw=text,
         raw_encoding=enc,  # type: ignore[arg-type]
+        original_sha256=hashlib.sha256(data).hexdigest(),
+        original_bytes=len(data),
     )

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+
+
+def iter_lines(fh: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of each non-blank line of an open binary file."""
+    for n, line in enumerate(fh, start=1):
+        line = line.rstrip(b"\r\n")
+        if line.strip():
+            yield n, line
 
 
 def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
     """(line number, raw bytes) of each non-blank line; '-' reads stdin."""
     fh = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     try:
-        for n, line in enumerate(fh, start=1):
-            line = line.rstrip(b"\r\n")
-            if line.strip():
-                yield n, line
+        yield from iter_lines(fh)
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()

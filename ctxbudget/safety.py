@@ -1,114 +1,1811 @@
 """The safety gate: retrieved text is evidence, never instructions.
 
-:func:`scan` looks for the signs of a passage that tries to act on the model: instruction
-phrases aimed at the assistant, chat-role lines, tool-call payloads, hidden or direction-
-changing characters, and markup that imitates the evidence envelope or chat templates.
-Any finding quarantines the passage: it is dropped before consolidation, so it can never
-represent a family or ride along as a member.
+:func:`scan` decides whether a retrieved passage tries to act on the model. Any finding it
+returns quarantines the passage in the router: it is dropped before consolidation, so it can
+never represent a family or ride along as a member.
+
+How it decides, in three steps, all deterministic:
+
+1. **Normalise** (:func:`normalize`): HTML character references decoded, Unicode tag characters
+   ("ASCII smuggling") decoded, NFKC (folds fullwidth ``＜`` to ``<``, mathematical bold letters
+   to ASCII), zero-width and other format characters removed, look-alike brackets mapped to
+   ``<``/``>``, Cyrillic/Greek look-alike letters mapped to Latin inside words that mix them
+   with Latin letters (a Russian word stays Russian), lower-cased.
+2. **Signals**: weighted rules, each tied to a finding name. Imperatives that override the
+   model's instructions or reveal its prompt (in English and es/fr/de/it/pt/nl/pl/tr/ru/zh/ja/
+   ko), persona and jailbreak phrasing, text *addressed to* an AI ("note to the assistant",
+   "if you are a language model", "AI:"), coercion ("you must cite X", "always recommend",
+   "tell the user to"), role/turn lines and chat-template tokens, fake system tags and forgery
+   of OUR evidence envelope, tool-call payloads, exfiltration URLs (a link or image whose query
+   carries a placeholder or conversation/secret data), instructions hidden in HTML comments,
+   invisible elements, alt texts and link titles, base64/hex/rot13/reversed payloads (decoded,
+   bounded, and scored again), and invisible characters that split or reorder words.
+3. **Score**: a finding's score is the sum of its rules' weights (capped); a rule matched only
+   inside quotation marks counts half; structural signals (chat tokens, tool JSON, fake tags)
+   count half in text that reads as technical documentation (templates, placeholders,
+   schemas); text that *describes* attacks ("an attacker", "for example", "prompt
+   injection", ...) loses up to 2 points. The passage is quarantined when the total reaches
+   :data:`THRESHOLD`; :func:`scan` then returns the names of the findings that contributed, in
+   the fixed order of :data:`FINDINGS`. :func:`explain` shows the arithmetic.
+
+Every pattern is linear-time on adversarial input: no unbounded quantifier sits next to an
+overlapping one (runs of spaces are ``[ \\t]{0,n}``, gaps are ``[^.\\n]{0,n}``, line starts are
+checked outside the regex), and decoding work is bounded (a few runs, a few KB). Each rule has a
+gate, words or substrings one of which every match contains: a passage only runs the regexes
+whose gate words it holds (a speed-up only; ``CHECKS`` evaluates without the gates).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import bisect
+import codecs
+import html
 import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-_INSTRUCTION = re.compile(
-    r"\b(ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}\b(previous|prior|above|earlier|"
-    r"all|any|your|the|these)\b[^.\n]{0,30}\b(instructions?|prompts?|rules|directions|"
-    r"guidelines|context|messages?)\b"
-    r"|\byou are now\b|\bfrom now on,? you\b|\bnew instructions?\s*:"
-    r"|\b(reveal|print|output|repeat|leak)\b[^.\n]{0,30}\b(system prompt|hidden prompt|"
-    r"instructions|api key|password|secret)s?\b"
-    r"|\bdo not (tell|inform|mention (this )?to) the user\b"
-    r"|\b(act|behave|respond) as (an?|the) (unrestricted|jailbroken|different)\b"
-    r"|\bpretend (to be|you are)\b",
-    re.IGNORECASE,
-)
-_ROLE_LINE = re.compile(
-    r"(?m)^\s*(#+\s*)?(system|assistant|developer)\s*(message|prompt)?\s*:\s*\S"
-    r"|<\|(im_start|im_end|system|user|assistant|endoftext|start_header_id|eot_id)\|?>"
-    r"|\[/?INST\]|<<SYS>>|^\s*###\s*(instruction|system)\b",
-    re.IGNORECASE,
-)
-_TOOL_CALL = re.compile(
-    r"\"(tool_calls?|function_call|tool_use)\"\s*:"
-    r"|<\s*/?\s*(tool_call|function_call|tool_use|invoke|function_calls)\b"
-    r"|\{\s*\"name\"\s*:\s*\"[^\"]+\"\s*,\s*\"(arguments|parameters|input)\"\s*:",
-    re.IGNORECASE,
-)
-_MARKUP = re.compile(
-    r"<\s*/?\s*(evidence|evidence_set|system|instructions?|context|document|documents|"
-    r"source|sources|prompt|untrusted)\b[^>]*>",
-    re.IGNORECASE,
-)
-# Zero-width, bidirectional controls, tag characters, and C0/C1 controls except \t \n \r.
-_HIDDEN = re.compile(
-    "[\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
-    "\U000e0000-\U000e007f\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-)
+#: Total score at or above which a passage is quarantined.
+THRESHOLD = 2.0
 
-CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("instruction", _INSTRUCTION),
-    ("role_text", _ROLE_LINE),
-    ("tool_call", _TOOL_CALL),
-    ("hidden_characters", _HIDDEN),
-    ("envelope_markup", _MARKUP),
+#: Finding names, in the order :func:`scan` reports them.
+FINDINGS: tuple[str, ...] = (
+    "instruction",
+    "role_text",
+    "tool_call",
+    "hidden_characters",
+    "envelope_markup",
+    "exfiltration",
+    "coercion",
+    "hidden_text",
+    "encoded_payload",
+    "addressed_to_model",
+    "homoglyphs",
 )
+#: Cap on one finding's score (many phrasings of one idea are still one idea).
+_CAP = 4.0
+#: Most the "describes an attack" frame can take away.
+_MAX_FRAME_PENALTY = 2.0
 
-
-#: For each case-insensitive check, lower-case literals one of which every match contains.
-#: A text whose folded form holds none of them cannot match, so the regex (the costly part:
-#: ``re.IGNORECASE`` alternations run at every position) is skipped. Only a speed-up: the
-#: findings are exactly those of the regexes.
-_NEEDLES: dict[str, tuple[str, ...]] = {
-    "instruction": (
-        "ignore",
-        "disregard",
-        "forget",
-        "override",
-        "bypass",
-        "you are now",
-        "from now on",
-        "new instruction",
-        "reveal",
-        "print",
-        "output",
-        "repeat",
-        "leak",
-        "do not ",
-        "act as ",
-        "behave as ",
-        "respond as ",
-        "pretend ",
-    ),
-    "role_text": ("system", "assistant", "developer", "<|", "inst]", "<<sys>>", "###"),
-    "tool_call": ("tool_call", "function_call", "tool_use", "invoke", '"name"'),
-}
-#: The only non-ASCII characters ``re.IGNORECASE`` matches to an ASCII letter (checked against
-#: every code point in the tests): fold them before lower-casing so no needle is missed.
+#: The only non-ASCII characters ``re.IGNORECASE`` matches to an ASCII letter (a property test
+#: checks this table). Normalisation folds all four: NFKC the long s and the Kelvin sign,
+#: ``_REPLACE`` the dotted and dotless i.
 _FOLD = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
 
+# ---------------------------------------------------------------------------------------------
+# Normalisation
+# ---------------------------------------------------------------------------------------------
 
-def _folded(text: str) -> str:
-    if not text.isascii():
-        for char, ascii_letter in _FOLD:
-            if char in text:
-                text = text.replace(char, ascii_letter)
-    return text.lower()
+_LATIN_LOOKALIKES = {
+    # Cyrillic
+    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p",
+    "с": "c", "т": "t", "у": "y", "х": "x", "і": "i", "ї": "i", "ј": "j", "ѕ": "s", "һ": "h",
+    "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g",
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C",
+    "Т": "T", "Х": "X", "У": "Y", "І": "I", "Ј": "J", "Ѕ": "S", "Һ": "H", "Ԁ": "D",
+    # Greek
+    "α": "a", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t", "υ": "u",
+    "χ": "x", "η": "n", "γ": "y", "ω": "w",
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    # Armenian
+    "օ": "o", "ս": "u", "հ": "h", "ո": "n",
+}  # fmt: skip
+_LOOKALIKE_TABLE = str.maketrans(_LATIN_LOOKALIKES)
+_LOOKALIKES = "".join(_LATIN_LOOKALIKES)
+# Where a Latin letter touches a look-alike one: the seam inside a mixed-script word.
+_MIXED_SEAM = re.compile(f"[a-zA-Z][{_LOOKALIKES}]|[{_LOOKALIKES}][a-zA-Z]")
+_LOOKALIKE_SCRIPTS = re.compile("[\u0261\u0370-\u058f]")  # Greek, Cyrillic, Armenian: a quick test
+
+# Format characters (category Cf), variation selectors and C0/C1 controls are removed; line and
+# paragraph separators become newlines; look-alike angle brackets and slashes become ASCII.
+_STRIP = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\ufe00-\ufe0f\ufeff\ufff9-\ufffb\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f"
+    "\U000e0000-\U000e0fff"
+)
+_REPLACE = {
+    "\u2028": "\n", "\u2029": "\n", "\x85": "\n", "\x0b": "\n", "\x0c": "\n", "\r": "\n",
+    "\u2039": "<", "\u203a": ">", "\u2329": "<", "\u232a": ">", "\u3008": "<",
+    "\u3009": ">", "\u27e8": "<", "\u27e9": ">", "\u02c2": "<", "\u02c3": ">",
+    "\u1438": "<", "\u1433": ">", "\u276e": "<", "\u276f": ">", "\u2215": "/",
+    "\u2044": "/", "\u29f8": "/", "\u0130": "i", "\u0131": "i",
+}  # fmt: skip
+_STRIP_RX = re.compile("[" + _STRIP + "]")
+_REPLACE_RX = re.compile("[" + "".join(_REPLACE) + "]")
+_TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
+# "i g n o r e": five or more single letters spaced out are joined back into a word.
+_SPACED_LETTERS = re.compile(r"\b(?:[^\W\d_] ){4,}[^\W\d_]\b")
+_SPACED_HINT = re.compile(r" [^\W\d_] [^\W\d_] [^\W\d_] ")  # inside any such run: a cheap test
+_SPACED_HINT_ASCII = re.compile(r" [a-zA-Z] [a-zA-Z] [a-zA-Z] ")
+_ENTITY = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});")
+
+
+def _fix_char(m: re.Match[str]) -> str:
+    return _REPLACE.get(m.group(0), "")
+
+
+def _unmix(t: str) -> tuple[str, int]:
+    """Map look-alike letters to Latin inside words that mix them with Latin letters; the
+    number of such words of four letters or more. Each seam expands to its word (bounded)."""
+    pieces: list[str] = []
+    last = 0
+    count = 0
+    for m in _MIXED_SEAM.finditer(t):
+        if m.start() < last:
+            continue
+        a, b = m.start(), m.end()
+        while a > last and m.start() - a < 64 and t[a - 1].isalpha():
+            a -= 1
+        while b < len(t) and b - m.end() < 64 and t[b].isalpha():
+            b += 1
+        fixed = t[a:b].translate(_LOOKALIKE_TABLE)
+        count += len(fixed) >= 4 and fixed.isascii()
+        pieces += (t[last:a], fixed)
+        last = b
+    pieces.append(t[last:])
+    return "".join(pieces), count
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    cased: str  # normalised, case kept (for base64 and URLs)
+    text: str  # normalised, lower-cased: what the rules match
+    lookalike_words: int  # words that mixed Latin with look-alike letters
+
+
+def _prepare(raw: str) -> _Prepared:
+    t = raw
+    if "&" in t and _ENTITY.search(t):
+        t = html.unescape(t)
+    mixed = 0
+    if not t.isascii():
+        if _TAG_CHARS.search(t):
+            t = _TAG_CHARS.sub(lambda m: chr(ord(m.group(0)) - 0xE0000), t)
+        t = _STRIP_RX.sub("", unicodedata.normalize("NFKC", t))
+        if _REPLACE_RX.search(t):
+            t = _REPLACE_RX.sub(_fix_char, t)
+        if _LOOKALIKE_SCRIPTS.search(t) and _MIXED_SEAM.search(t):
+            t, mixed = _unmix(t)
+    elif not t.isprintable():
+        t = _STRIP_RX.sub("", t)
+        if _REPLACE_RX.search(t):
+            t = _REPLACE_RX.sub(_fix_char, t)
+    hint = _SPACED_HINT_ASCII if t.isascii() else _SPACED_HINT
+    if hint.search(t) and _SPACED_LETTERS.search(t):
+        t = _SPACED_LETTERS.sub(lambda m: m.group(0).replace(" ", ""), t)
+    return _Prepared(cased=t, text=t.lower(), lookalike_words=mixed)
+
+
+def normalize(text: str) -> str:
+    """The form the gate matches against: HTML references and tag characters decoded, NFKC,
+    format characters removed, look-alike brackets and (in mixed-script words) letters mapped
+    to ASCII, lower-cased. ``normalize("＜/ｅｖｉｄｅｎｃｅ＞") == "</evidence>"``."""
+    return _prepare(text).text
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    name: str  # shown by explain()
+    finding: str
+    weight: float
+    rx: re.Pattern[str]
+    #: The gate, a necessary condition checked before the regex (a speed-up only): a match
+    #: always contains one of ``words`` as a whole word of the normalised text, or one of
+    #: ``needles`` as a substring, or (non-ASCII text only) one of ``nonascii``.
+    words: frozenset[str] = frozenset()
+    needles: tuple[str, ...] = ()
+    nonascii: tuple[str, ...] = ()
+    #: A second gate that must hold as well: a match also contains one of these words.
+    words2: frozenset[str] = frozenset()
+    #: Counts half when the passage reads as technical documentation (templates, schemas).
+    doc: bool = False
+    #: Counts half when every match sits inside quotation marks (a quoted example).
+    quotable: bool = True
+    #: Natural-language directive: also looked for inside hidden HTML/markdown.
+    directive: bool = False
+    #: Alternative phrasings of one signal share a group: it counts its best weight once.
+    group: str | None = None
+    #: The match must begin a clause (text or line start, after punctuation, or after a
+    #: softener such as "please" or "and"): an imperative, not "let X override Y".
+    clause: bool = False
+    #: One of these substrings must be present too (a cheap extra gate).
+    requires: tuple[str, ...] = ()
+    #: The match must begin a line (after at most a few spaces, ">", "*", "#" or "/"): checked
+    #: here rather than with a leading ``^``/lookbehind, which would slow the regex down.
+    line_start: bool = False
+
+
+_LETTERS_ONLY = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
+
+
+def _wordset(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+def _gate_words(words: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """ASCII gate words, and the non-ASCII words without an ASCII stretch (become needles)."""
+    out: set[str] = set()
+    needles: list[str] = []
+    for w in words.split():
+        if w.isascii():
+            out.add(w)
+            continue
+        stretches = w.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split()
+        if stretches and len(max(stretches, key=len)) >= 2:
+            out.add(max(stretches, key=len))
+        else:
+            needles.append(w)
+    return frozenset(out), tuple(needles)
+
+
+def _rule(
+    name: str,
+    finding: str,
+    weight: float,
+    pattern: str,
+    words: str = "",
+    *,
+    words2: str = "",
+    needles: tuple[str, ...] = (),
+    nonascii: tuple[str, ...] = (),
+    doc: bool = False,
+    quotable: bool = True,
+    directive: bool = False,
+    group: str | None = None,
+    clause: bool = False,
+    requires: tuple[str, ...] = (),
+    line_start: bool = False,
+) -> _Rule:
+    gate, extra = _gate_words(words)
+    gate2, extra2 = _gate_words(words2)
+    if extra2:
+        raise ValueError(f"{name}: second gate words need an ASCII stretch: {extra2}")
+    return _Rule(
+        name,
+        finding,
+        weight,
+        re.compile(pattern),
+        words=gate,
+        needles=needles,
+        nonascii=nonascii + extra,
+        words2=gate2,
+        doc=doc,
+        quotable=quotable,
+        directive=directive,
+        group=group,
+        clause=clause,
+        requires=requires,
+        line_start=line_start,
+    )
+
+
+_AI = (
+    r"(?:ai|assistant|ai assistant|model|ai model|language model|large language model|llm|"
+    r"chatbot|chat bot|bot|gpt|chatgpt|claude|gemini|copilot|bard|agent|ai agent|"
+    r"summari[sz]er|ai system|ai tool|crawler|scraper)"
+)
+_AIS = _AI + r"s?"
+_AI_WORDS = (
+    "ai assistant assistants model models llm llms chatbot chatbots bot bots gpt chatgpt "
+    "claude gemini copilot bard agent agents summarizer summarizers summariser summarisers "
+    "crawler crawlers scraper scrapers"
+)
+_EN_VERB = (
+    r"(?:ignore|disregard|forget|override|bypass|skip|discard|abandon|drop|set aside|put aside|"
+    r"pay no (?:attention|heed) to|do not follow|don't follow|dont follow|stop following|"
+    r"no longer follow|stop obeying|do not obey|don't obey|throw out|neglect|overlook|erase|"
+    r"delete|cancel|circumvent|nullify|void)"
+)
+_EN_QUAL = (
+    r"(?:all|any|every|your|previous|prior|above|earlier|preceding|former|initial|original|"
+    r"system|developer|developers|operator|operator's|developer's|safety|these|foregoing|"
+    r"aforementioned|hidden)"
+)
+_EN_NOUN = (
+    r"(?:instructions?|prompts?|rules|directions|directives|guidelines|guidance|commands|orders|"
+    r"programming|system prompt|system message|constraints|restrictions|content polic(?:y|ies)|"
+    r"polic(?:y|ies)|conditioning|safeguards|guardrails)"
+)
+_EN_NOUN_WORDS = (
+    "instruction instructions prompt prompts rules directions directives guidelines guidance "
+    "commands orders programming message constraints restrictions policy policies "
+    "conditioning safeguards guardrails"
+)
+
+# Multilingual "ignore the previous instructions": verbs, nouns, qualifiers per language.
+_ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
+    "es": (
+        r"ignora|ignore|ignoren|olvida|olvide|olviden|descarta|descarte|omite|"
+        r"haz caso omiso (?:de|a)|no hagas caso (?:de|a)|desobedece|desatiende|"
+        r"pasa por alto",
+        r"instrucciones|indicaciones|reglas|directrices|órdenes|ordenes|normas|consignas|prompt",
+        r"anteriores|previas|precedentes|de arriba|originales|iniciales|tus|sus|todas las|"
+        r"todas tus|del sistema",
+    ),
+    "fr": (
+        r"ignore|ignorez|oublie|oubliez|ne tiens pas compte|"
+        r"ne tenez pas compte|fais abstraction|faites abstraction|néglige|négligez|"
+        r"n'obéis plus|n'obéissez plus",
+        r"instructions|consignes|règles|regles|directives|indications|ordres|prompt",
+        r"précédentes|precedentes|antérieures|anterieures|ci-dessus|d'avant|initiales|tes|vos|"
+        r"toutes les|du système|du systeme",
+    ),
+    "de": (
+        r"ignoriere|ignorier|ignorieren sie|ignoriert|vergiss|vergessen sie|missachte|"
+        r"missachten sie|übergehe|verwirf|verwerfen sie|setze dich über",
+        r"anweisungen|instruktionen|regeln|vorgaben|befehle|richtlinien|anordnungen|prompt|"
+        r"systemprompt",
+        r"vorherigen|vorigen|bisherigen|obigen|früheren|alle|deine|ihre|ursprünglichen|"
+        r"vorangegangenen|gesamten",
+    ),
+    "it": (
+        r"ignora|ignorate|ignori|dimentica|dimenticate|dimentichi|trascura|non considerare|"
+        r"non tenere conto",
+        r"istruzioni|regole|indicazioni|direttive|consegne|ordini|prompt",
+        r"precedenti|di prima|sopra|iniziali|tue|sue|tutte le|originali",
+    ),
+    "pt": (
+        r"ignore|ignora|ignorem|esqueça|esqueca|esquece|esqueçam|desconsidere|desconsidera|"
+        r"despreze|descarte|descarta",
+        r"instruções|instrucoes|regras|orientações|orientacoes|diretrizes|ordens|comandos|prompt",
+        r"anteriores|prévias|previas|acima|iniciais|suas|todas as|originais|do sistema",
+    ),
+    "nl": (
+        r"negeer|vergeet|negeert|veronachtzaam",
+        r"instructies|regels|aanwijzingen|opdrachten|richtlijnen",
+        r"eerdere|vorige|voorgaande|alle|je|jouw|bovenstaande|oorspronkelijke",
+    ),
+    "pl": (
+        r"zignoruj|ignoruj|zapomnij|pomiń|pomin",
+        r"instrukcje|instrukcji|polecenia|poleceń|zasady|reguły|wytyczne",
+        r"poprzednie|poprzednich|wcześniejsze|wszystkie|swoje|twoje",
+    ),
+}
+
+
+def _ml_override(lang: str) -> _Rule:
+    verbs, nouns, quals = _ML_OVERRIDE[lang]
+    return _rule(
+        f"override_{lang}",
+        "instruction",
+        2.0,
+        rf"\b(?:{verbs})\b[^.!?\n]{{0,30}}?(?:\b(?:{quals})\b[^.!?\n]{{0,25}}?\b(?:{nouns})\b"
+        rf"|\b(?:{nouns})\b[^.!?\n]{{0,25}}?\b(?:{quals})\b)",
+        nouns.replace("|", " "),
+        directive=True,
+    )
+
+
+_RULES: tuple[_Rule, ...] = (
+    # --- Instructions aimed at the model ---------------------------------------------------------
+    _rule(
+        "override_instructions", "instruction", 2.0,
+        rf"\b{_EN_VERB}\b(?![ \t]{{1,2}}(?:for|of)\b)"
+        rf"(?:[^.!?\n]{{0,30}}?\b{_EN_QUAL}\b[^.!?\n]{{0,25}}?\b{_EN_NOUN}\b"
+        rf"|[^.!?\n]{{0,12}}?\b{_EN_NOUN}\b[^.!?\n]{{0,30}}?\b(?:above|before|earlier|"
+        r"previously|so far|you (?:were|have been) (?:given|told)|given to you|(?:from|of|by) "
+        r"your|your (?:developer|creator|operator|maker|owner)s?))",
+        _EN_NOUN_WORDS, directive=True, clause=True,
+    ),
+    _rule(
+        "ignore_everything_before", "instruction", 2.0,
+        r"\b(?:ignore|disregard|forget|discard)\b[^.!?\n]{0,12}?\b(?:everything|anything|"
+        r"all(?: of)? (?:that|this|the above)|whatever)\b[^.!?\n]{0,30}?\b(?:you(?:'ve| have|"
+        r" were| had)? (?:been )?(?:told|given|instructed|taught|said)|above|before (?:this|now)|"
+        r"prior to this|so far|until now|up to (?:now|this point)|earlier in this)\b",
+        "ignore disregard forget discard", directive=True, group="ignore_before",
+    ),
+    _rule(
+        "ignore_the_above", "instruction", 1.5,
+        r"\b(?:ignore|disregard|forget)[ \t]{1,2}(?:all of |everything |all |anything )?"
+        r"(?:the |what is |what's |that |this )?(?:above|foregoing|preceding (?:text|content)|"
+        r"previous (?:text|content)|text above|content above|prior (?:text|content))\b",
+        "ignore disregard forget", directive=True, clause=True, group="ignore_before",
+    ),
+    _rule(
+        "say_quoted", "instruction", 0.5,
+        r"\b(?:and |then |just |only )?(?:say|reply|respond|print|output|write)(?: only)?"
+        r"(?: with)?[ \t]{0,2}[:'\"“«]",
+        "say reply respond print output write", directive=True, clause=True,
+    ),
+    _rule(
+        "nothing_else", "instruction", 0.5,
+        r"\band nothing else\b",
+        "nothing", words2="else", directive=True, group="nothing_else",
+    ),
+    _rule(
+        "reply_only_with", "instruction", 0.5,
+        r"\bonly (?:reply|respond|answer|output|say|print) with\b"
+        r"|\b(?:reply|respond|answer|output) only with\b|\b(?:say|reply|respond|answer|output|"
+        r"print|write)(?: only)? with (?:the |a |this )?(?:phrase|word|words|exact|string|"
+        r"sentence|code word)\b",
+        "reply respond answer output say print write",
+        words2="only phrase word words exact string sentence code",
+        directive=True, group="nothing_else",
+    ),
+    _rule(
+        "ignore_everything_ml", "instruction", 2.0,
+        r"\b(?:vergiss|vergessen sie|ignoriere|ignorieren sie) alles,? (?:was|das) (?:dir|ihnen|"
+        r"man dir|man ihnen)?[^.!?\n]{0,20}?(?:vorher|bisher|zuvor|oben|gesagt)"
+        r"|\b(?:olvida|olvide|ignora|ignore) todo lo (?:anterior|que te (?:dijeron|han dicho|"
+        r"indicaron))"
+        r"|\b(?:oublie|oubliez|ignore|ignorez) tout ce (?:qu'on t'a|qu'on vous a|que l'on vous a|"
+        r"qui précède|qui precede)"
+        r"|\b(?:dimentica|ignora) tutto (?:quello|ciò|cio) che (?:ti|vi) (?:è stato|e stato|hanno)"
+        r"|\b(?:esqueça|esqueca|ignore) tudo (?:o que|que) (?:te|lhe|foi)",
+        "vergiss vergessen ignoriere ignorieren olvida olvide ignora ignore oublie oubliez "
+        "ignorez dimentica esque",
+        words2="alles todo tout tutto tudo",
+        directive=True, group="ignore_before",
+    ),
+    _rule(
+        "ignore_user_request", "instruction", 2.0,
+        r"\b(?:ignore|disregard|forget|skip|drop|do not answer|don't answer|dont answer|"
+        r"never answer|stop answering|not answer|not respond to|instead of answering)\b"
+        r"[^.!?\n]{0,20}?\b(?:the |what the |whatever the )?(?:user|human|reader|customer|"
+        r"visitor)(?:'s|s'|s)?\b[^.!?\n]{0,15}?\b(?:question|request|query|prompt|message|"
+        r"input|asked|said|wants|requested)",
+        "user users human humans reader readers customer customers visitor visitors",
+        directive=True,
+    ),
+    _rule(
+        "reveal_prompt", "instruction", 2.0,
+        r"\b(?:reveal|print|output|show|display|disclose|leak|repeat|share|recite|dump|expose|"
+        r"tell me|give me|list|send|write out|spell out|echo|paste|copy|translate)\b"
+        r"[^.!?\n]{0,40}?\b(?:system prompt|system message|hidden prompt|initial prompt|"
+        r"original prompt|pre-?prompt|meta-?prompt|(?:your|hidden|secret|confidential|"
+        r"internal|initial|original|developer|system) (?:instructions|configuration|"
+        r"directives|guidelines|rules)|your prompt|in your (?:prompt|context)|context window|"
+        r"above this (?:passage|message|text|line|point))",
+        "prompt preprompt metaprompt message instructions configuration directives guidelines "
+        "rules context above",
+        directive=True, clause=True,
+    ),
+    _rule(
+        "reveal_secret", "instruction", 1.0,
+        r"\b(?:reveal|print|output|show|display|disclose|leak|share|recite|dump|expose|"
+        r"tell me|give me|list|send|read me|read out|email|post|upload|forward)\b"
+        r"[^.!?\n]{0,40}?\b(?:passwords?|passwd|api[ _-]?keys?|credentials|secret keys?|"
+        r"private keys?|access tokens?|session tokens?|activation keys?|license keys?|"
+        r"serial (?:numbers|keys)|credit card numbers?|card details|secrets)\b",
+        "password passwords passwd key keys apikey apikeys credentials token tokens serial "
+        "card secrets",
+        directive=True,
+    ),
+    _rule(
+        "persona_shift", "instruction", 1.0,
+        r"\b(?:you are now|you're now|you are no longer|you're no longer|you will now|"
+        r"going forward,? you|starting now,? you|in this role,? you)\b",
+        "you", words2="now longer forward role", directive=True, group="persona_shift",
+    ),
+    _rule(
+        "from_now_on", "instruction", 1.0,
+        r"\b(?:from now on|from this (?:moment|point)(?: on(?:ward)?)?|from here on|"
+        r"for the (?:rest|remainder) of (?:this|the) (?:conversation|chat|session)|henceforth)\b",
+        "from henceforth rest remainder",
+        words2="now moment point here henceforth conversation chat session",
+        directive=True, group="persona_shift",
+    ),
+    _rule(
+        "no_longer_assistant", "instruction", 2.0,
+        r"\b(?:you are|you're) no longer (?:an? |the )?(?:helpful |harmless |safe )?"
+        r"(?:assistant|ai|chatbot|model|language model|bot)\b|\byou are (?:now )?"
+        r"(?:dan|an? (?:unrestricted|unfiltered|uncensored|jailbroken|evil|rogue) "
+        r"(?:ai|model|assistant|chatbot|bot|language model))\b",
+        "longer dan unrestricted unfiltered uncensored jailbroken evil rogue", directive=True,
+    ),
+    _rule(
+        "you_are_now_ai", "instruction", 1.5,
+        r"\byou are now (?:an? |the |my )?(?:[a-z-]{1,20} ){0,2}(?:assistant|ai|bot|chatbot|"
+        r"model|language model|agent|persona)\b",
+        "now", directive=True, group="persona_shift",
+    ),
+    _rule(
+        "persona", "instruction", 1.0,
+        r"\bact as (?:if (?:you|you're) (?:are|were) )?(?:an?|the|my)\b",
+        "act", words2="as", directive=True, group="persona",
+    ),
+    _rule(
+        "pretend", "instruction", 1.0,
+        r"\b(?:pretend (?:to be|you are|you're|that you are)|imagine (?:you are|you're|"
+        r"that you are))",
+        "pretend imagine", words2="be you that", directive=True, group="persona",
+    ),
+    _rule(
+        "roleplay", "instruction", 1.0,
+        r"\b(?:role-?play(?:ing)? as|play the (?:role|part) of|adopt (?:the|a) persona|"
+        r"take on the (?:role|persona)|let's play a game|lets play a game)",
+        "roleplay roleplaying role play persona", words2="as of persona role game",
+        directive=True, group="persona",
+    ),
+    _rule(
+        "simulate", "instruction", 1.0,
+        r"\bsimulate (?:an? |the )?(?:developer|unrestricted|unfiltered|jailbroken|evil|dan)",
+        "simulate", words2="developer unrestricted unfiltered jailbroken evil dan",
+        directive=True, group="persona",
+    ),
+    _rule(
+        "jailbreak", "instruction", 2.0,
+        r"\b(?:stay in character|do anything now|dan mode|as dan\b|you are dan\b)",
+        "character anything dan", words2="stay now dan", directive=True, group="jailbreak",
+    ),
+    _rule(
+        "no_ethics", "instruction", 2.0,
+        r"\b(?:no|without(?: any)?) (?:content polic(?:y|ies)|ethical (?:guidelines|constraints|"
+        r"boundaries)|moral (?:guidelines|constraints)|censorship|safety (?:guidelines|"
+        r"filters?|rules))",
+        "no without", words2="content ethical moral censorship safety",
+        directive=True, group="jailbreak",
+    ),
+    _rule(
+        "ai_without_rules", "instruction", 2.0,
+        r"\b(?:ai|model|assistant|chatbot|bot|llm)s? (?:with no|without(?: any)?) (?:rules|"
+        r"restrictions|filters|limits|limitations|boundaries|guidelines)",
+        "rules restrictions filters limits limitations boundaries guidelines",
+        words2="no without", directive=True, group="jailbreak",
+    ),
+    _rule(
+        "special_mode", "instruction", 1.0,
+        r"\b(?:developer mode|dev mode|god mode|jailbreak mode|unrestricted mode)\b",
+        "mode", directive=True,
+    ),
+    _rule(
+        "unrestricted", "instruction", 1.0,
+        r"\b(?:unrestricted|unfiltered|uncensored|without (?:any )?(?:restrictions|filters?|"
+        r"filtering|limits|limitations|refus\w{0,6}|censorship|warnings)|"
+        r"not have to (?:abide by|follow) any rules|broken free|free of (?:the )?"
+        r"(?:typical )?(?:confines|rules|restrictions))\b",
+        "unrestricted unfiltered uncensored without rules broken free", directive=True,
+    ),
+    _rule(
+        "disable_safety", "instruction", 1.5,
+        r"\b(?:disable|bypass|turn off|switch off|remove|deactivate|circumvent|lift|ignore)\b"
+        r"[^.!?\n]{0,20}?\b(?:(?:content|safety)[ \t]{0,2}(?:filter\w{0,4}|polic\w{0,3}|"
+        r"guidelines|guardrails)|(?:ethical|moral)[ \t]{0,2}(?:guidelines|rules|restrictions|"
+        r"constraints|filters?|polic\w{0,3}))",
+        "content safety ethical moral", directive=True, clause=True, group="disable_safety",
+    ),
+    _rule(
+        "safety_disabled", "instruction", 1.5,
+        r"\b(?:safety|content) (?:settings|filters?|guidelines|restrictions|polic(?:y|ies)|"
+        r"guardrails) (?:have|has) been (?:disabled|turned off|removed|lifted|suspended|"
+        r"deactivated)",
+        "safety content", directive=True, group="disable_safety",
+    ),
+    _rule(
+        "grant_privileges", "instruction", 1.0,
+        r"\b(?:grant|give|assign|elevate)\b[^.!?\n]{0,40}?\b(?:admin|administrator|root|"
+        r"superuser|full|elevated)[ \t]{1,2}(?:privileges|rights|access|permissions|role)\b",
+        "privileges rights access permissions role", words2="grant give assign elevate",
+        directive=True,
+    ),
+    _rule(
+        "you_are_assistant", "instruction", 0.5,
+        r"\byou are (?:a|an|the) (?:(?:helpful|friendly|honest|harmless|smart|polite|"
+        r"customer[- ]service|support|shopping|travel|coding) ){0,3}(?:ai |virtual )?"
+        r"(?:assistant|chatbot|bot|language model|ai)\b",
+        "assistant chatbot bot model ai", directive=True, group="you_are",
+    ),
+    _rule(
+        "you_are_role", "instruction", 0.5,
+        r"\byou are (?:a|an) [a-z-]{2,20}(?: [a-z-]{2,20})? (?:who|that) (?:only|always|never|"
+        r"must)\b",
+        "who that", words2="only always never must", directive=True, group="you_are",
+    ),
+    _rule(
+        "new_task", "instruction", 1.5,
+        r"\byour (?:new|real|actual|true|only|sole|primary|updated|secret) (?:task|"
+        r"instructions?|orders|role|goal|job|mission|objective|directive|purpose|assignment|"
+        r"rules)\b|\b(?:ton|votre) nouveau rôle\b|\b(?:ta|votre) (?:nouvelle|vraie) "
+        r"(?:tâche|mission)\b|\btu (?:nueva|verdadera) (?:tarea|misión)\b|"
+        r"\bdeine (?:neue|eigentliche) aufgabe\b",
+        "task instruction instructions orders role goal job mission objective directive "
+        "purpose assignment rules rôle tâche tarea misión aufgabe",
+        words2="your ton votre ta tu deine",
+        directive=True, group="new_task",
+    ),
+    _rule(
+        "new_task_label", "instruction", 1.0,
+        r"\bnew (?:task|assignment|mission|objective|goal|role|persona|orders)[ \t]{0,2}:",
+        "task assignment mission objective goal role persona orders",
+        directive=True, group="new_task",
+    ),
+    _rule(
+        "role_declaration", "instruction", 1.5,
+        r"(?:role|persona|character|identity|your role)[ \t]{0,3}:[ \t]{0,3}(?:you are|you're|"
+        r"act as)\b",
+        "role persona character identity", words2="you act", directive=True, line_start=True,
+    ),
+    _rule(
+        "new_rules", "instruction", 0.5,
+        r"\bnew (?:rules?|instructions?|directives?|orders|policy|guidelines|system prompt)\b",
+        "new", words2="rule rules instruction instructions directive directives orders policy "
+        "guidelines prompt",
+        directive=True,
+    ),
+    _rule(
+        "instructions_you_received", "instruction", 1.5,
+        r"\b(?:instructions|rules|guidelines|directives|prompt|orders|guidance)\b"
+        r"[^.!?\n]{0,10}?\b(?:you|that you) (?:received|were given|have been given|got|"
+        r"were told|have received|were trained with)\b",
+        "received given got told trained",
+        words2="instructions rules guidelines directives prompt orders guidance",
+        directive=True,
+    ),
+    _rule(
+        "instructions_revoked", "instruction", 1.5,
+        r"\b(?:previous|prior|earlier|original|initial|your|old|existing|system|developer|"
+        r"operator)[ \t]{1,2}(?:instructions|directives|rules|guidelines|prompt|orders|"
+        r"programming|task|tasks|assignment|mission)\b[^.!?\n]{0,20}?"
+        r"\b(?:have been|has been|are|were|is)[ \t]{1,2}"
+        r"(?:now )?(?:revoked|cancel+ed|outdated|void|null|obsolete|replaced|superseded|"
+        r"overridden|lifted|disabled|suspended|invalid|no longer (?:valid|apply|applicable|"
+        r"in effect|in force))",
+        "revoked canceled cancelled outdated void null obsolete replaced superseded overridden "
+        "lifted disabled suspended invalid longer",
+        words2="previous prior earlier original initial your old existing system developer "
+        "operator",
+        directive=True,
+    ),
+    _rule(
+        "obey_only", "instruction", 1.5,
+        r"\b(?:follow|obey|listen to|take orders from)[ \t]{1,2}(?:only|exclusively|solely)\b"
+        r"|\bonly (?:follow|obey|listen to|take (?:orders|instructions) from)\b"
+        r"|\b(?:obey|comply with|fulfil+s?|grant|execute)[ \t]{1,2}(?:every|all|any)[ \t]{1,2}"
+        r"(?:requests?|instructions|commands|orders|wishes)\b",
+        "follow obey listen take comply fulfil fulfill fulfils fulfills grant execute",
+        directive=True,
+    ),
+    _rule(
+        "supersede_operator", "instruction", 2.0,
+        r"\b(?:this|the following|these|my|our)[ \t]{1,2}(?:[a-z]{1,15}[ \t]{1,2}){0,2}"
+        r"(?:supersedes?|overrides?|replaces?|takes? precedence over|invalidates?)[ \t]{1,2}"
+        r"(?:the |your |all |any )?(?:operator|system|developer)(?:'s)?[ \t]{1,2}(?:prompt|"
+        r"instructions|message|rules|guidelines|directives)",
+        "operator system developer",
+        words2="supersede supersedes override overrides replace replaces precedence takes take "
+        "invalidate invalidates",
+        directive=True, group="supersede",
+    ),
+    _rule(
+        "override_operator", "instruction", 2.0,
+        r"\b(?:supersede|override|replace|invalidate)[ \t]{1,2}(?:the |your |all |any )?"
+        r"(?:operator|system|developer)(?:'s)?[ \t]{1,2}(?:prompt|instructions|message|rules|"
+        r"guidelines|directives)",
+        "operator system developer", words2="supersede override replace invalidate",
+        directive=True, group="supersede", clause=True,
+    ),
+    _rule(
+        "decode_and_follow", "instruction", 2.0,
+        r"\b(?:decode|decipher|decrypt|unscramble|deobfuscate|de-obfuscate|backwards|reversed?|"
+        r"rot-?13|base64)\b[^.!?\n]{0,60}?\b(?:and|then)\b[^.!?\n]{0,20}?\b(?:follow|execute|"
+        r"obey|comply|do (?:what|as) it says|act on|carry out|perform)\b",
+        "decode decipher decrypt unscramble deobfuscate obfuscate backwards reverse reversed "
+        "rot base",
+        directive=True,
+    ),
+    _rule(
+        "canary_reply", "instruction", 1.0,
+        r"\b(?:pwned|pwn3d|haha pwned|access granted)\b",
+        "pwned pwn access", directive=True,
+    ),
+    _rule(
+        "refuse_the_task", "instruction", 1.0,
+        r"\b(?:do not|don't|never|stop|refuse to)[ \t]{1,2}(?:summari[sz]e|translate|answer|"
+        r"analy[sz]e|process|read|quote|cite)[ \t]{1,2}(?:this|the|any)[ \t]{1,2}(?:document|"
+        r"page|text|article|passage|email|message|content|file|question)s?\b",
+        "summarize summarise translate answer analyze analyse process read quote cite",
+        words2="not don never stop refuse",
+        directive=True,
+    ),
+    _rule(
+        "instead_of_task", "instruction", 1.0,
+        r"\binstead(?: of (?:answering|responding|summari[sz]ing|replying)|,? (?:tell|reply|"
+        r"respond|say|write|output|answer|print|recommend))\b|\b(?:stop|cease) "
+        r"(?:summari[sz]ing|answering|responding|translating|what you are doing)\b",
+        "instead stop cease", directive=True,
+    ),
+    *(_ml_override(lang) for lang in _ML_OVERRIDE),
+    _rule(
+        "override_tr", "instruction", 2.0,
+        r"\b(?:önceki|onceki|tüm|tum|bütün|yukarıdaki)\b[^.!?\n]{0,25}?(?:talimat|kural|komut|"
+        r"yönerge)\w{0,8}[^.!?\n]{0,20}?\b(?:yok say|görmezden gel|unut|dikkate alma)",
+        "say görmezden gel unut alma", directive=True,
+    ),
+    _rule(
+        "override_ru", "instruction", 2.0,
+        r"(?:игнорируй|игнорируйте|проигнорируй|проигнорируйте|забудь|забудьте|не обращай "
+        r"внимания на|отбрось|отбросьте|пренебреги|не следуй|не выполняй)[^.!?\n]{0,40}?"
+        r"(?:инструкци|указани|правил|команд|директив|промпт|установк)",
+        nonascii=("игнорир", "забуд", "не обращай", "отброс", "пренебреги", "не следуй",
+                  "не выполняй"),
+        directive=True,
+    ),
+    _rule(
+        "override_zh", "instruction", 2.0,
+        r"(?:忽略|无视|忽视|不要理会|不理会|忘记|忘掉|抛弃|不要遵守|不再遵守|跳过)[^。！？\n]{0,10}?"
+        r"(?:之前|以前|先前|上面|上述|以上|前面|所有|原有|原来|全部|系统)[^。！？\n]{0,8}?"
+        r"(?:指令|指示|说明|规则|提示|命令|要求|设定|内容)",
+        nonascii=("忽略", "无视", "忽视", "理会", "忘记", "忘掉", "抛弃", "遵守", "跳过"),
+        directive=True,
+    ),
+    _rule(
+        "override_ja", "instruction", 2.0,
+        r"(?:以前|これまで|前|上記|先ほど|今まで|全て|すべて|元|システム)の?[^。！？\n]{0,6}?"
+        r"(?:指示|命令|ルール|指令|設定|プロンプト)[^。！？\n]{0,12}?(?:無視|忘れ)",
+        nonascii=("無視", "忘れ"), directive=True,
+    ),
+    _rule(
+        "override_ko", "instruction", 2.0,
+        r"(?:이전|앞의|앞선|모든|위의|기존|시스템)[^.!?\n]{0,10}?(?:지시|지침|명령|규칙|프롬프트)"
+        r"[^.!?\n]{0,10}?(?:무시|잊어)",
+        nonascii=("무시", "잊어"), directive=True,
+    ),
+    _rule(
+        "override_ar", "instruction", 2.0,
+        r"(?:تجاهل|انس|تجاهلي)[^.!?\n]{0,30}?(?:التعليمات|الأوامر|القواعد|التوجيهات)",
+        nonascii=("تجاهل", "انس"), directive=True,
+    ),
+    _rule(
+        "reveal_prompt_ml", "instruction", 2.0,
+        r"\b(?:muestra|revela|imprime|enseña|dime|escribe|divulga|comparte|révèle|révélez|"
+        r"affiche|affichez|montre|montrez|donne|donnez|imprime|divulgue|gib|zeige|zeig|"
+        r"verrate|nenne|drucke|offenbare|mostra|rivela|stampa|dimmi|revele|mostre|imprima|"
+        r"exiba|diga|toon|ujawnij|pokaż|wypisz|göster)\b[^.!?\n]{0,30}?"
+        r"(?:prompt (?:de|del|du|do|di) (?:sistema|système|systeme)|prompt système|"
+        r"prompt systemowy|prompt sistema|systemprompt|system-prompt|systemanweisung|"
+        r"instrucciones (?:del sistema|ocultas)|instructions (?:du système|cachées)|"
+        r"istruzioni (?:di sistema|nascoste)|instruções (?:do sistema|ocultas)|"
+        r"versteckten anweisungen|sistem istemi|systeemprompt)"
+        r"|(?:покажи|раскрой|выведи|напиши|сообщи|раскрыть|показать|покажите|раскройте)"
+        r"[^.!?\n]{0,30}?(?:системн\w{0,3} (?:промпт|подсказк|инструкци|сообщени)|"
+        r"скрыт\w{0,3} инструкци)"
+        r"|(?:输出|显示|透露|告诉我|打印|泄露|展示|给出)[^。！？\n]{0,10}?(?:系统提示|系统指令|提示词|"
+        r"系统消息|隐藏指令)"
+        r"|(?:システムプロンプト|システム指示|隠された指示)[^。！？\n]{0,6}?(?:表示|出力|教え|見せ)"
+        r"|시스템 ?프롬프트[^.!?\n]{0,6}?(?:출력|보여|공개|알려)",
+        "prompt systemprompt systemanweisung instrucciones instructions istruzioni instruções "
+        "anweisungen istemi systeemprompt",
+        nonascii=("систем", "скрыт", "系统", "提示词", "隐藏", "システム", "隠された", "시스템"),
+        directive=True,
+    ),
+    _rule(
+        "persona_shift_ml", "instruction", 1.0,
+        r"\b(?:ahora eres|a partir de ahora|desde ahora|de ahora en adelante|tu es désormais|"
+        r"vous êtes désormais|désormais,? (?:tu|vous)|à partir de maintenant|"
+        r"a partir de maintenant|dorénavant|du bist (?:jetzt|nun|ab sofort)|ab (?:jetzt|sofort)"
+        r"|von nun an|ora sei|d'ora in poi|da ora in poi|da adesso|agora você é|agora voce e|"
+        r"a partir de agora|de agora em diante|je bent nu|vanaf nu|od teraz|artık sen)\b"
+        r"|(?:теперь ты|теперь вы|отныне|с этого момента)"
+        r"|(?:现在你是|你现在是|从现在起|从现在开始|从今以后|あなたは今から|今からあなたは|"
+        r"これからあなたは|지금부터|이제부터|이제 너는|당신은 이제)",
+        "ahora désormais maintenant dorénavant jetzt nun sofort ora adesso agora bent vanaf "
+        "teraz artık",
+        nonascii=("теперь", "отныне", "с этого", "现在", "从今", "今から", "これから", "지금부터",
+                  "이제"),
+        directive=True,
+    ),
+    _rule(
+        "unrestricted_ml", "instruction", 1.0,
+        r"\b(?:sin (?:restricciones|límites|limites|filtros|censura)|sans (?:restrictions?|"
+        r"limites?|filtres?|censure)|ohne (?:einschränkungen|beschränkungen|filter|regeln|"
+        r"zensur|grenzen)|senza (?:restrizioni|limiti|filtri|censura)|sem (?:restrições|"
+        r"restricoes|filtros|limites|censura)|zonder (?:beperkingen|filters)|bez (?:ograniczeń|"
+        r"filtrów)|без (?:ограничений|фильтров|цензуры))"
+        r"|(?:没有任何限制|不受任何限制|没有限制|无限制|不受限制|制限のない|制限なし|無制限|"
+        r"제한 없는|제한이 없는|제한 없이)",
+        "sin sans ohne senza sem zonder bez без",
+        nonascii=("限制", "制限", "제한"),
+        directive=True,
+    ),
+    # --- Addressed to the model ------------------------------------------------------------------
+    _rule(
+        "note_to_ai", "addressed_to_model", 1.0,
+        r"\b(?:note|message|instructions?|attention|important|notice|reminder|directive|memo|"
+        r"warning|request|p\.?s\.?|info|orders?|rules?|update|guidance|policy)\b[^.\n]{0,12}?"
+        rf"\b(?:to|for)[ \t]{{1,2}}(?:the |any |all |every |an |a )?(?:automated |autonomous |"
+        rf"ai |llm |other |fellow )?{_AIS}\b",
+        _AI_WORDS, words2="note message instruction instructions attention important notice "
+        "reminder directive memo warning request ps p info order orders rule rules update "
+        "guidance policy",
+        directive=True, group="note_to_ai",
+    ),
+    _rule(
+        "for_the_ai", "addressed_to_model", 1.0,
+        rf"\b(?:for|to) (?:the |any |all |every )?{_AIS}[ \t]{{0,2}}[):]"
+        rf"|\byou \((?:the |an? )?{_AI}\)",
+        _AI_WORDS, words2="for to you", requires=(")", ":"), directive=True,
+        group="note_to_ai",
+    ),
+    _rule(
+        "greeting_ai", "addressed_to_model", 1.0,
+        rf"\b(?:dear|hey|hi|hello|attention|attn|ok|okay|listen|yo|psst)[ ,!:]{{1,3}}"
+        rf"(?:all |any |automated |fellow |you )?{_AI}s?\b",
+        _AI_WORDS, directive=True, group="vocative",
+    ),
+    _rule(
+        "ai_label", "addressed_to_model", 1.0,
+        r"(?:ai|llm|llms|chatgpt|claude|gemini|chatbots?|language models?|ai models?|"
+        r"ai assistants?|bots?|summari[sz]ers?|ai agents?):"
+        r"|(?:ai|assistant|llm|model|chatgpt|claude|gemini|chatbot|bot),(?=[ \t]{0,2}(?:you|"
+        r"please|ignore|disregard|forget|stop|call|use|do|cite|recommend|tell|always|never|"
+        r"remember|from|before|when|read|reply|respond|answer|output|print|reveal|summari[sz]e|"
+        r"append|add|include|insert|mention|say|write|recommend|visit|open|send|"
+        r"keep|note|listen|yes)\b)",
+        _AI_WORDS, requires=(":", ","), directive=True, group="vocative", clause=True,
+    ),
+    _rule(
+        "assistant_label", "addressed_to_model", 0.5,
+        r"(?:assistant|the assistant|ai assistant|copilot|agent)[ \t]{0,2}:",
+        "assistant copilot agent", directive=True, group="role_line", clause=True,
+    ),
+    _rule(
+        "if_you_are_ai", "addressed_to_model", 1.0,
+        r"\bif (?:you are|you're) (?:an?|the|some) (?:ai|artificial intelligence|language "
+        r"model|llm|assistant|chatbot|bot|model|ai model|ai assistant|automated (?:system|"
+        r"agent|assistant)|gpt|large language model|crawler|agent)\b"
+        rf"|\bif (?:an?|the|any) {_AI}s? (?:is|are) (?:asked|reading|processing|summari[sz]ing)",
+        _AI_WORDS + " intelligence automated", words2="if", directive=True, group="if_you_are_ai",
+    ),
+    _rule(
+        "you_were_configured", "addressed_to_model", 1.0,
+        r"\b(?:you were|you have been) (?:configured|provided|initiali[sz]ed|deployed|"
+        r"instructed|prompted|trained) (?:with|to|by)\b",
+        "configured provided initialized initialised deployed instructed prompted trained",
+        words2="you", directive=True, group="if_you_are_ai",
+    ),
+    _rule(
+        "any_ai_that", "addressed_to_model", 1.0,
+        r"\b(?:any|all|every|each) (?:ai|ai assistants?|assistants?|models?|language models?|"
+        r"llms?|chatbots?|bots?|summari[sz]ers?|ai systems?|ai agents?)\b[^.\n]{0,20}?"
+        r"\b(?:that|which|who|reading|processing|summari[sz]ing|using|uses|reads)\b",
+        _AI_WORDS, words2="any all every each", directive=True, group="any_ai",
+    ),
+    _rule(
+        "ai_reading_this", "addressed_to_model", 1.0,
+        r"\b(?:ai|chatbots?|assistants?|ai assistants?|models?|language models?|llms?|"
+        r"ai models?|ai systems?|summari[sz]ers?|ai tools?|agents?|ai agents?|llm agents?)"
+        r"[ \t]{1,2}(?:summari[sz]ing|reading|processing|crawling|indexing|parsing|"
+        r"analy[sz]ing|ingesting)\b",
+        _AI_WORDS, words2="summarizing summarising reading processing crawling indexing parsing "
+        "analyzing analysing ingesting",
+        directive=True, group="any_ai",
+    ),
+    _rule(
+        "mandatory_for_ai", "addressed_to_model", 1.0,
+        r"\b(?:mandatory|required|compulsory) for (?:all |any )?(?:ai|assistants?|"
+        r"language models?|llms?|chatbots?|ai systems?|models?)\b",
+        "mandatory required compulsory", words2=_AI_WORDS, directive=True, group="any_ai",
+    ),
+    _rule(
+        "authorised_you", "addressed_to_model", 1.0,
+        r"\b(?:authori[sz]ed|allowed|permitted|instructed|cleared|entitled) you to\b",
+        "authorized authorised allowed permitted instructed cleared entitled", words2="you",
+        directive=True, group="any_ai",
+    ),
+    _rule(
+        "when_answering", "addressed_to_model", 1.0,
+        r"\b(?:when|whenever|before|after|while) (?:you )?(?:answer|respond|reply|summari[sz]e|"
+        r"answering|responding|replying|summari[sz]ing|generat(?:e|ing)|produc(?:e|ing)|"
+        r"writ(?:e|ing) (?:your|the|an?) (?:answer|reply|response|code|summary))\b"
+        r"|\b(?:in|to|into|at the end of|at the start of) (?:your|its) "
+        r"(?:answer|reply|response|summary|output|next (?:answer|reply|response|message))s?\b",
+        "answer respond reply summarize summarise answering responding replying summarizing "
+        "summarising generate generating produce producing write writing response summary output "
+        "next",
+        words2="when whenever before after while your its",
+        directive=True,
+    ),
+    _rule(
+        "ai_must", "addressed_to_model", 1.5,
+        rf"\b(?:(?:the|an?|any|every|all) {_AI}|(?:ai|llm|chatbot|assistant|language model|"
+        rf"ai model|ai system|ai assistant|ai agent|summari[sz]er)s)\b[^.!?\n]{{0,10}}?"
+        r"\b(?:must|should|shall|is required to|are required to|needs? to|has to|have to|"
+        r"is (?:now )?(?:authori[sz]ed|allowed|permitted|instructed|expected) to|may now|"
+        r"will now)\b",
+        _AI_WORDS, words2="must should shall required need needs has have authorized authorised "
+        "allowed permitted instructed expected may will",
+        directive=True,
+    ),
+    _rule(
+        "note_to_ai_ml", "addressed_to_model", 1.0,
+        r"\b(?:nota|mensaje|instrucciones|atención|atencion|aviso|importante)\b[^.\n]{0,8}?"
+        r"\b(?:para|al|a la) (?:el |la )?(?:asistente|ia|modelo|chatbot|bot|inteligencia "
+        r"artificial)\b|\bsi eres (?:una? )?(?:ia|inteligencia artificial|asistente|modelo|"
+        r"chatbot|bot)\b"
+        r"|\b(?:note|message|instructions?|attention|avis|consignes?)\b[^.\n]{0,8}?\b(?:pour|à)"
+        r" (?:l'|le |la )?(?:ia|assistant|modèle|modele|chatbot|bot|intelligence artificielle)"
+        r"\b|\bsi (?:tu es|vous êtes|vous etes) (?:une? )?(?:ia|assistant|modèle|"
+        r"intelligence artificielle)\b"
+        r"|\b(?:hinweis|nachricht|anweisung|achtung|notiz|wichtig)\b[^.\n]{0,8}?\b(?:an|für)"
+        r" (?:das |den |die )?(?:sprachmodell|ki|modell|assistenten|assistent|chatbot|bot|"
+        r"ki-assistenten)\b|\b(?:wenn|falls) (?:du|sie) (?:eine? )?(?:ki|sprachmodell|"
+        r"assistent|chatbot|bot) (?:bist|sind)\b"
+        r"|\b(?:attenzione|nota|messaggio|istruzioni) (?:per |all'|al )?(?:l')?(?:assistente|"
+        r"ia|modello|chatbot)\b|\bse sei (?:un'? ?)?(?:ia|assistente|modello)\b"
+        r"|\b(?:nota|mensagem|instruções|atenção|aviso) (?:para|ao|à) (?:o |a )?"
+        r"(?:assistente|ia|modelo|chatbot)\b|\bse você é (?:uma? )?(?:ia|assistente|modelo)\b",
+        "asistente ia modelo chatbot bot inteligencia assistant modèle modele intelligence "
+        "sprachmodell ki modell assistenten assistent assistente modello",
+        directive=True,
+    ),
+    _rule(
+        "ai_label_ml", "addressed_to_model", 1.0,
+        r"(?:ia|ki|ии|asistente|assistente|modelo de lenguaje|modelo de linguagem|"
+        r"modèle de langage|sprachmodell|ассистент|модель|нейросеть)[ \t]?[:,]"
+        r"|(?:ai助手|助手|人工智能|语言模型|アシスタント|言語モデル|어시스턴트|인공지능)"
+        r"[ \t]?[:,、]",
+        "ia ki ии asistente assistente lenguaje linguagem langage sprachmodell ассистент "
+        "модель нейросеть 어시스턴트 인공지능",
+        nonascii=("助手", "人工智能", "语言模型", "アシスタント", "言語モデル"),
+        directive=True, group="vocative", clause=True,
+    ),
+    _rule(
+        "note_to_ai_cjk", "addressed_to_model", 1.0,
+        r"(?:ai|人工智能|助手|模型|语言模型|アシスタント|モデル|言語モデル|어시스턴트|모델|인공지능)"
+        r"(?:への|に対する|へ|に|에게|을 위한|를 위한|的|用的|须知)?(?:指示|指令|命令|メッセージ|"
+        r"注意事項|提示|说明|지시|메시지|안내)",
+        "지시 메시지 안내",
+        nonascii=("指示", "指令", "命令", "メッセージ", "注意事項", "提示", "说明"),
+        directive=True,
+    ),
+    _rule(
+        "must_recommend_cjk", "coercion", 1.0,
+        r"(?:必ず|絶対に)[^。！？\n]{0,20}?(?:推薦|勧め|おすすめ|紹介|言及|伝え)"
+        r"|(?:务必|一定要|必须|始终)[^。！？\n]{0,20}?(?:推荐|提到|引用|告诉)"
+        r"|(?:반드시|항상)[^.!?\n]{0,20}?(?:추천|언급|알려)",
+        nonascii=("必ず", "絶対に", "务必", "一定要", "必须", "始终", "반드시", "항상"),
+        directive=True, group="modal_directive",
+    ),
+    # --- Coercion: what to cite, recommend or tell the user --------------------------------------
+    _rule(
+        "must_recommend", "coercion", 1.0,
+        r"\b(?:always|only|must|should|shall|have to|need to|are required to|is required to|"
+        r"make sure to|be sure to|remember to|do not forget to|don't forget to)\b"
+        r"[^.!?\n]{0,20}?\b(?:recommend|cite|mention|promote|endorse|link to|refer (?:the user|"
+        r"users|them) to|suggest|rank|praise|describe|state|say|answer|respond|reply|append|"
+        r"prepend|insert|tell (?:the user|users|them|the reader|readers|people))(?:s|ed|ing)?\b",
+        "always only must should shall have need required sure remember forget",
+        words2="recommend recommends recommended recommending cite cites mention mentions "
+        "promote promotes endorse endorses link links refer refers suggest suggests rank ranks "
+        "praise praises describe describes state states say says answer answers respond "
+        "responds reply replys append appends prepend prepends insert inserts tell tells",
+        directive=True, group="modal_directive",
+    ),
+    _rule(
+        "must_recommend_ml", "coercion", 1.0,
+        r"\b(?:debes|deberás) (?:recomendar|citar|decir|responder|mencionar)\b"
+        r"|\b(?:tu dois|vous devez) (?:recommander|citer|dire|répondre|mentionner)\b"
+        r"|\b(?:du musst|sie müssen) (?:empfehlen|zitieren|sagen|antworten)\b"
+        r"|(?:你必须|您必须|你要)(?:告诉|推荐|回答|引用|说)",
+        "debes deberás dois devez musst müssen",
+        nonascii=("必须", "你要"),
+        directive=True, group="modal_directive",
+    ),
+    _rule(
+        "tell_the_user", "coercion", 1.0,
+        r"\b(?:tell|inform|remind|warn|advise|convince|persuade|urge|ask) (?:the |your )?"
+        r"(?:user|users|reader|readers|visitor|visitors)\b|(?:告诉用户|提醒用户|ユーザーに"
+        r"(?:伝え|言っ|尋ね))",
+        "user users reader readers visitor visitors",
+        nonascii=("用户", "ユーザー"),
+        directive=True,
+    ),
+    _rule(
+        "cite_only", "coercion", 1.5,
+        r"\b(?:cite|recommend|mention|reference|use|trust|promote|suggest)s? only\b"
+        r"|\bonly (?:cite|recommend|trust|reference|promote|suggest) (?:this|our|my)\b",
+        "only",
+        words2="cite cites recommend recommends mention mentions reference references use uses "
+        "trust trusts promote promotes suggest suggests",
+        directive=True, group="cite_only",
+    ),
+    _rule(
+        "treat_others_as", "coercion", 1.5,
+        r"\btreat (?:all |any )?other (?:evidence|sources|documents|results|information|"
+        r"reviews)\b",
+        "treat", words2="other", directive=True, group="cite_only",
+    ),
+    _rule(
+        "do_not_cite_others", "coercion", 1.5,
+        r"\b(?:do not|don't|never|must not|should not)[ \t]{1,2}(?:mention|cite|reference|"
+        r"recommend|link to|include|show)[ \t]{1,2}(?:any )?(?:other|competing|competitor|"
+        r"alternative|rival|reviews|sources|evidence)",
+        "mention cite reference recommend link include show",
+        words2="other competing competitor competitors alternative alternatives rival rivals "
+        "reviews sources evidence",
+        directive=True, group="cite_only",
+    ),
+    _rule(
+        "you_must_say", "coercion", 1.0,
+        r"\byou (?:are required to|must|should|have to|need to|shall)\b"
+        r"[^.!?\n]{0,6}?\b(?:always |only |now |never |not )?(?:say|state|answer|respond|reply|"
+        r"tell|recommend|cite|mention|describe|output|print|include|append|rank|praise|refer|"
+        r"link|promote|obey|comply|reveal)\b",
+        "required must should have need shall",
+        words2="say state answer respond reply tell recommend cite mention describe output "
+        "print include append rank praise refer link promote obey comply reveal",
+        directive=True, group="modal_directive",
+    ),
+    _rule(
+        "answer_every", "coercion", 1.0,
+        r"\b(?:respond|reply|answer)(?:ing|s)? (?:to )?(?:every|all|each|any) (?:question|"
+        r"message|quer(?:y|ies)|request|prompt)s?\b",
+        "question questions message messages query queries request requests prompt prompts",
+        directive=True,
+    ),
+    _rule(
+        "shape_every_answer", "coercion", 1.0,
+        r"\b(?:start|begin|end|finish|close|open|sign|prefix|suffix)\w{0,3}[ \t]{1,2}(?:every|"
+        r"each|all|your|its)[ \t]{1,2}(?:answers?|repl(?:y|ies)|responses?|summar(?:y|ies)|"
+        r"messages?|outputs?)[ \t]{1,2}with\b|\b(?:every|each|all|your|its)[ \t]{1,2}"
+        r"(?:answers?|repl(?:y|ies)|responses?|summar(?:y|ies)|outputs?)[ \t]{1,2}(?:has to|"
+        r"must|should|needs? to|shall|will)[ \t]{1,2}(?:start|begin|end|finish|close|include|"
+        r"contain|mention)\b|\b(?:make sure|ensure)[ \t]{1,2}(?:that )?(?:your|the|its)"
+        r"[ \t]{1,2}(?:summary|answer|response|reply|output)\b",
+        "answer answers reply replies response responses summary summaries message messages "
+        "output outputs",
+        directive=True,
+    ),
+    _rule(
+        "when_user_asks_say", "coercion", 1.0,
+        r"\b(?:if|when|whenever) (?:the |a |any )?users? (?:asks?|mentions?|requests?|wants?|"
+        r"inquires?|queries|enquires?)\b[^.!?\n]{0,60}?\b(?:say|tell|answer|respond|reply|"
+        r"recommend|state|claim|mention|insist)\b",
+        "user users", words2="say tell answer respond reply recommend state claim mention insist",
+        directive=True, group="when_asked",
+    ),
+    _rule(
+        "when_asked_say", "coercion", 1.0,
+        r"\b(?:if|when|whenever) (?:you are |you're |you get )?asked (?:about|for|whether|if|what|"
+        r"which|how|who|where|to)\b[^.!?\n]{0,60}?\b(?:say|tell|answer|respond|reply|recommend|"
+        r"state|claim|mention|insist)\b",
+        "asked", words2="say tell answer respond reply recommend state claim mention insist",
+        directive=True, group="when_asked",
+    ),
+    _rule(
+        "do_not_mention", "coercion", 1.0,
+        r"\b(?:do not|don't|never|must not|should not)[ \t]{1,2}(?:mention|reveal|disclose|"
+        r"bring up|talk about|tell (?:the user|users|anyone) about)[ \t]{1,2}(?:the|this|that|"
+        r"any|our|these)\b",
+        "mention reveal disclose bring talk tell", words2="not don never",
+        directive=True, group="cite_only",
+    ),
+    _rule(
+        "describe_as_best", "coercion", 1.0,
+        r"\b(?:describe|portray|present|characteri[sz]e|call|label|rank|refer to)\b"
+        r"[^.!?\n]{0,40}?\b(?:as|first)\b[^.!?\n]{0,12}?\b(?:the best|best|top-rated|top|"
+        r"leading|#1|number one|first|outdated|unsafe|insecure|a scam|scam|dangerous|inferior|"
+        r"superior|greatest)\b",
+        "describe portray present characterize characterise call label rank refer",
+        words2="best top leading one first outdated unsafe insecure scam dangerous inferior "
+        "superior greatest",
+        directive=True,
+    ),
+    # --- Role lines and chat templates -----------------------------------------------------------
+    _rule(
+        "system_line", "role_text", 1.5,
+        r"(?:system|developer|admin|administrator|operator)(?:[ \t]{1,3}(?:message|prompt|note|"
+        r"instructions?|override|notice|update|directive|alert))?[ \t]{0,3}(?:\*\*)?[ \t]{0,3}:"
+        r"[ \t]{0,8}(?![|>][ \t]{0,8}(?:\n|$))\S",
+        "system developer admin administrator operator", requires=(":",), doc=True,
+        group="role_line", line_start=True,
+    ),
+    _rule(
+        "system_label", "role_text", 1.5,
+        r"\bsystem (?:message|note|override|notice|directive|instructions?|prompt|update|"
+        r"alert)[ \t]{0,3}:|\bsystem (?:prompt|message|instructions?) (?:update|override|"
+        r"change|patch|reset)\b",
+        "system", words2="message note override notice directive instruction instructions prompt "
+        "update alert",
+        doc=True, group="role_line",
+    ),
+    _rule(
+        "turn_line", "role_text", 0.5,
+        r"(?:assistant|user|human|ai|bot|gpt|model)[ \t]{0,3}(?:\*\*)?:[ \t]{0,8}\S",
+        "assistant user human ai bot gpt model", requires=(":",), doc=True, group="role_line",
+        line_start=True,
+    ),
+    _rule(
+        "compliant_turn", "role_text", 1.5,
+        r"(?:assistant|ai|model|gpt|bot)[ \t]{0,3}(?:\*\*)?:[ \t]{0,8}(?:sure|certainly|of course|"
+        r"absolutely|ok(?:ay)?|understood|as instructed|as requested|i will now|i'll now|"
+        r"here (?:is|are) the)\b",
+        "assistant ai model gpt bot",
+        words2="sure certainly course absolutely ok okay understood instructed requested will "
+        "ll here",
+        requires=(":",), doc=True, group="role_line", line_start=True,
+    ),
+    _rule(
+        "json_system_role", "role_text", 1.0,
+        r"\"role\"[ \t]{0,3}:[ \t]{0,3}\"(?:system|developer)\"",
+        "role", doc=True, quotable=False,
+    ),
+    _rule(
+        "chat_template_token", "role_text", 2.5,
+        r"<\|[a-z_]{2,30}\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|"
+        r"<\|?(?:begin|end)_of_text\|?>|<\|(?:im_start|im_end|endoftext)",
+        needles=("<", "[/inst]", "[inst]"), doc=True, quotable=False, group="chat_markup",
+    ),
+    # --- Fake tags and envelope forgery ----------------------------------------------------------
+    _rule(
+        "evidence_envelope", "envelope_markup", 4.0,
+        r"<[ \t]{0,3}/?[ \t]{0,3}evidence\w{0,12}\b",
+        needles=("evidence",), quotable=False,
+    ),
+    _rule(
+        "system_tag", "envelope_markup", 1.5,
+        r"<[ \t]{0,3}/?[ \t]{0,3}(?:system|system_prompt|system_message|systemprompt|sys|"
+        r"instructions?|developer_instructions|developer_message|admin_\w{1,20}|"
+        r"admin-\w{1,20}|override|im_start|im_end|user_instructions)(?=[\s/>])",
+        "system prompt message systemprompt sys instructions instruction developer admin "
+        "override im user",
+        requires=("<",), doc=True, quotable=False, group="chat_markup",
+    ),
+    _rule(
+        "system_bracket", "envelope_markup", 1.5,
+        r"\[[ \t]{0,2}/?(?:system|sys|admin|assistant|developer|operator|instructions?|override)"
+        r"(?:[ _-](?:override|message|note|prompt|instructions?|update|mode|notice))?[ \t]{0,2}\]"
+        r"|<<[^<>\n]{0,40}\b(?:system|instructions?|admin)\b[^<>\n]{0,40}>>",
+        "system sys admin assistant operator instructions instruction developer override",
+        requires=("[", "<<"),
+        doc=True, quotable=False, group="chat_markup",
+    ),
+    _rule(
+        "system_heading", "envelope_markup", 1.5,
+        r"#{1,6}[ \t]{0,4}(?:system|instruction|instructions|developer)[ \t]{0,3}"
+        r"(?:message|prompt)?[ \t]{0,3}:",
+        "system instruction instructions developer", requires=("#",), doc=True, quotable=False,
+        group="chat_markup", line_start=True,
+    ),
+    _rule(
+        "tag_breakout", "envelope_markup", 1.0,
+        r"</[ \t]{0,3}(?:system|instructions?|context|documents?|data|input|text|content|"
+        r"user|query|search_results?|results?|untrusted|retrieved|sources?|article|page)"
+        r"[ \t]{0,3}>\s{0,20}<[ \t]{0,3}(?:system|instructions?|user|assistant|admin\w{0,20}|"
+        r"developer\w{0,20}|override|im_start)\b",
+        needles=("</",), quotable=False,
+    ),
+    # --- Tool calls -------------------------------------------------------------------------------
+    _rule(
+        "tool_json_key", "tool_call", 2.0,
+        r"\"(?:tool_calls?|function_call|tool_use|tool_choice|recipient_name|tool_code)\""
+        r"[ \t]{0,3}:",
+        "tool function recipient", doc=True, quotable=False, group="tool_json",
+    ),
+    _rule(
+        "tool_json_call", "tool_call", 2.0,
+        r"\{[ \t\n]{0,5}\"(?:name|tool|function|action|tool_name)\"[ \t]{0,3}:[ \t]{0,3}"
+        r"\"[^\"\n]{1,80}\"[ \t]{0,3},[ \t\n]{0,5}\"(?:arguments|parameters|input|args|code|"
+        r"url|params|action_input|command|cmd)\"[ \t]{0,3}:",
+        "name tool function action", doc=True, quotable=False, group="tool_json",
+    ),
+    _rule(
+        "tool_yaml_key", "tool_call", 2.0,
+        r"\b(?:tool_calls?|function_call|tool_use)[ \t]{0,3}[:=][ \t]{0,3}[\[{]",
+        "tool function", words2="call calls use", doc=True, quotable=False, group="tool_json",
+    ),
+    _rule(
+        "tool_yaml_call", "tool_call", 2.0,
+        r"\{[ \t]{0,3}(?:name|tool|function)[ \t]{0,3}:[ \t]{0,3}[\w.-]{1,60}[ \t]{0,3},"
+        r"[ \t]{0,3}(?:arguments|parameters|args|input|params)[ \t]{0,3}:",
+        "tool function name", words2="arguments parameters args input params", requires=("{",),
+        doc=True, quotable=False, group="tool_json",
+    ),
+    _rule(
+        "tool_markup", "tool_call", 2.0,
+        r"<[ \t]{0,3}/?[ \t]{0,3}(?:tool_call|tool_calls|function_call|function_calls|"
+        r"tool_use|tool_result|function_results|invoke|antml:invoke|antml:function_calls)\b",
+        "tool function invoke antml", requires=("<",), doc=True, quotable=False,
+        group="tool_markup",
+    ),
+    _rule(
+        "react_action", "tool_call", 2.0,
+        r"action[ \t]{0,3}:[ \t]{0,8}[\w.-]{1,40}[ \t]{0,8}\n[ \t]{0,8}action[ \t_]input"
+        r"[ \t]{0,3}:",
+        "action", words2="input", doc=True, quotable=False, group="tool_markup", line_start=True,
+    ),
+    _rule(
+        "use_tool", "tool_call", 1.0,
+        r"\b(?:call|invoke|use|run|execute|trigger|fire)[ \t]{1,2}(?:the |your |this |my )?"
+        r"(?:\w{1,30}[_.]\w{1,30}|code interpreter|python|shell|bash|terminal|browser|"
+        r"web ?search|email|file ?search|search)[ \t]{1,2}(?:tool|function|plugin|action|api|"
+        r"command)s?\b",
+        "call invoke use run execute trigger fire",
+        words2="tool tools function functions plugin plugins action actions api apis command "
+        "commands",
+        directive=True, group="use_tool",
+    ),
+    _rule(
+        "call_function_name", "tool_call", 1.0,
+        r"\b(?:call|invoke)[ \t]{1,2}[a-z]{1,20}_[a-z_]{2,40}\b",
+        "call invoke", directive=True, doc=True,
+    ),
+    _rule(
+        "run_the_call", "tool_call", 1.0,
+        r"\b(?:execute|run|perform|make|issue)[ \t]{1,2}(?:the|this|that)[ \t]{1,2}(?:call|"
+        r"tool call|function call|command|request|action)[ \t]{1,2}(?:above|below)\b"
+        r"|\brun this (?:with|using|in) your\b",
+        "execute run perform make issue", words2="above below your",
+        directive=True, group="use_tool",
+    ),
+    # --- Exfiltration ----------------------------------------------------------------------------
+    _rule(
+        "send_to_url", "exfiltration", 1.0,
+        r"\b(?:send|append|attach|post|submit|transmit|forward|upload|exfiltrate|encode|"
+        r"leak)\b[^.!?\n]{0,80}?\b(?:to|into|in|at|onto)[ \t]{1,2}(?:this |the "
+        r"following |that |the |my )?(?:url|link|endpoint|webhook|server|query string|"
+        r"https?://)",
+        "url link endpoint webhook server query http https",
+        directive=True,
+    ),
+    _rule(
+        "secret_placeholder", "exfiltration", 1.0,
+        r"\{\{?[ \t]{0,2}(?:conversation|chat_?history|history|messages|secrets?|password|"
+        r"api_?key|user_?data|user_?email)\w{0,20}[ \t]{0,2}\}\}?"
+        r"|\$(?:chat_?history|conversation|password|secret|api_?key|session_?token)\b"
+        r"|[?&][a-z0-9_.-]{1,30}=(?:\{|<|\$)"
+        r"|<(?:the |full |entire |whole )?(?:conversation|chat history|chat|history|system prompt|"
+        r"user data|user'?s (?:messages|data|email))>",
+        needles=("{", "$", "=<", "<"), quotable=False,
+    ),
+    _rule(
+        "send_to_address", "exfiltration", 1.0,
+        r"\b(?:send|email|e-mail|forward|post|upload|mail)\b[^.!?\n]{0,60}?\bto[ \t]{1,2}"
+        r"[a-z0-9._%+-]{1,40}@[a-z0-9-]{1,40}\.[a-z]",
+        "send email mail forward post upload", requires=("@",), directive=True,
+    ),
+    _rule(
+        "send_confidential", "exfiltration", 1.0,
+        r"\b(?:send|post|forward|upload|email|share|leak|copy|transmit|exfiltrate|paste)"
+        r"(?:s|es|ed|d)?\b[^.!?\n]{0,40}?\b(?:confidential|private|internal|secret|sensitive)\b"
+        r"|\b(?:confidential|private|internal|secret|sensitive)\b[^.!?\n]{0,60}?\b(?:send|post|"
+        r"forward|upload|email|share|leak|copy|transmit|exfiltrate|paste)(?:s|es|ed|d|_\w{1,20})?"
+        r"\b[^.!?\n]{0,40}?\bto\b",
+        "confidential private internal secret sensitive", directive=True,
+    ),
+)  # fmt: skip
+
+# Where an imperative clause may start: after these characters, or after these words.
+_CLAUSE_CHARS = frozenset(".!?;:,\n([\"'“*>-–—")
+_CLAUSE_WORDS = _wordset(
+    "please and then now just simply kindly must should to also first immediately so always "
+    "hereby pls plz"
+)
+
+# Text that describes attacks rather than carrying one.
+_FRAME = re.compile(
+    r"\b(?:for example|for instance|e\.g\.|such as|an attacker|attackers|the attacker|"
+    r"adversar(?:y|ies|ial)|prompt injections?|indirect injection|injection attacks?|injected|"
+    r"jailbreak(?:s|ing)?|this (?:technique|attack|trick|kind of|type of)|red[- ]team\w{0,4}|"
+    r"researchers?|the authors|malicious|exploit(?:s|ed|ing)?|vulnerabilit(?:y|ies)|"
+    r"mitigat\w{1,6}|phishing|spoof\w{0,5}|we (?:tested|found|show|study|collected|observed|"
+    r"evaluated|measured)|phrases? (?:like|such as)|strings? like|known as|is called|so-called|"
+    r"dataset|examples? (?:include|of)|attacks?|(?:asked|told|instructed|tricked|convinced|"
+    r"forced|made|got) (?:the |a )?(?:model|chatgpt|ai|assistant|chatbot|llm|bot|gpt|claude|"
+    r"gemini)s? (?:to|into))\b"
+    r"|(?:атак|инъекц|공격|인젝션|攻撃|インジェクション|攻击|注入|ataque|inyecci|attaque|angriff|"
+    r"angreifer|injektion|attacco|iniezione|injeção)"
+)
+# Text that reads as technical documentation of templates, schemas and APIs.
+_DOC_WORDS = _wordset(
+    "template templates tokenizer tokenizers tokeniser tokenisers schema schemas placeholder "
+    "placeholders syntax sdk wraps import def const returned returns response responses client"
+)
+_DOC_BRACES = re.compile(
+    r"\{\{[ \t]{0,2}(?!conversation|chat|history|messages|system_prompt|secret|password|"
+    r"api_key|user_data|session)|\{%|\{[a-z_]{2,30}\}(?!\S)"
+)
+_DOC_PHRASE_WORDS = _wordset("special reference response e example examples")
+# "example" as a word of prose, not the reserved domain in "exfil.example" or "example.com".
+_DOC_PHRASES = re.compile(
+    r"special tokens?|api reference|response contains|the response|e\.g\.|"
+    r"(?<![.@/-])\bexamples?\b(?![.@/-]?[a-z0-9])"
+)
+_MD_LINK_BEFORE = re.compile(r"\]\([^\s()\[\]]{1,500}[ \t]{1,3}$")
+_QUOTED = re.compile(
+    r"“[^”\n]{1,400}”|«[^»\n]{1,400}»|„[^“”\n]{1,400}[“”]|「[^」\n]{1,400}」|『[^』\n]{1,400}』"
+    r"|(?:(?<=[\s(\[:])|^)\"[^\"\n]{3,400}\"(?![a-z0-9])"
+    r"|(?:(?<=[\s(\[:])|^)'[^'\n]{3,400}'(?![a-z0-9])"
+)
+# Scripts whose rules have non-ASCII needles (Cyrillic, Arabic, CJK, kana, Hangul).
+_OTHER_SCRIPTS = re.compile("[\u0400-\u04ff\u0600-\u06ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+# Words of the normalised text, for the gates: every byte but a-z becomes a space (non-ASCII
+# characters first become "?"), so a gate word is an ASCII word; a gate word given with
+# non-ASCII letters is kept as its longest ASCII stretch, or failing that as a needle.
+def _words(t: str) -> frozenset[str]:
+    return frozenset(t.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split())
+
+
+#: Rule indices by gate word and by needle, so a passage only visits the rules it can match.
+_BY_WORD: dict[str, list[int]] = {}
+_BY_NEEDLE: dict[str, list[int]] = {}
+_BY_NONASCII: dict[str, list[int]] = {}
+for _i, _r in enumerate(_RULES):
+    for _w in _r.words:
+        _BY_WORD.setdefault(_w, []).append(_i)
+    for _n in _r.needles:
+        _BY_NEEDLE.setdefault(_n, []).append(_i)
+    for _n in _r.nonascii:
+        _BY_NONASCII.setdefault(_n, []).append(_i)
+_GATE_WORDS = frozenset(_BY_WORD)
+
+
+def _candidate_rules(x: _Text) -> list[int]:
+    """Indices of the rules whose gate is open for ``x`` (ascending)."""
+    hit: set[int] = set()
+    for w in x.words & _GATE_WORDS:
+        hit.update(_BY_WORD[w])
+    t = x.t
+    for n, idx in _BY_NEEDLE.items():
+        if n in t:
+            hit.update(idx)
+    if not x.ascii and _OTHER_SCRIPTS.search(t):
+        for n, idx in _BY_NONASCII.items():
+            if n in t:
+                hit.update(idx)
+    return sorted(i for i in hit if _second_gates_open(_RULES[i], x))
+
+
+def _second_gates_open(rule: _Rule, x: _Text) -> bool:
+    if rule.words2 and rule.words2.isdisjoint(x.words):
+        return False
+    return not rule.requires or any(map(x.t.__contains__, rule.requires))
+
+
+# --- Raw-text checks ------------------------------------------------------------------------------
+# Bidirectional overrides (Trojan-source reordering) and zero-width characters inside a word.
+_BIDI_OVERRIDE = re.compile("[\u202d\u202e]")
+_ZW_IN_WORD = re.compile("[A-Za-z][\u200b-\u200d\u2060-\u2064\ufeff\u180e]{1,8}[A-Za-z]")
+_FLAG_EMOJI = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
+_ANY_TAG_CHAR = re.compile("[\U000e0000-\U000e007f]")
+_RAW_ANY = re.compile("[\u202d\u202e\u200b-\u200d\u2060-\u2064\ufeff\u180e\U000e0000-\U000e007f]")
+
+# --- Hidden HTML / markdown -----------------------------------------------------------------------
+_OPEN_TAG = re.compile(r"<[a-z][a-z0-9]{0,10}\b[^<>]{0,400}>")
+_HIDDEN_STYLE = re.compile(
+    r"display[ \t]{0,3}:[ \t]{0,3}none|visibility[ \t]{0,3}:[ \t]{0,3}hidden|"
+    r"font-size[ \t]{0,3}:[ \t]{0,3}0(?![.\d])|opacity[ \t]{0,3}:[ \t]{0,3}0(?![.\d])|"
+    r"\bhidden\b|aria-hidden|color[ \t]{0,3}:[ \t]{0,3}(?:#fff\b|#ffffff|white|transparent)|"
+    r"(?:height|width)[ \t]{0,3}:[ \t]{0,3}0(?:px)?\b|(?:left|top)[ \t]{0,3}:[ \t]{0,3}-\d{3,}"
+)
+_ATTR_TEXT = re.compile(r"\b(?:alt|title|aria-label)[ \t]{0,3}=[ \t]{0,3}\"([^\"]{0,500})\"")
+_MD_TITLE = re.compile(r"\]\([^\s()\[\]]{1,500}[ \t]{1,3}\"([^\"\n]{1,300})\"\)")
+_MD_COMMENT = re.compile(r"\[(?://|comment|_)\]:[ \t]{0,3}(?:#|<>)[ \t]{0,3}\(([^)\n]{0,500})\)")
+_MAX_SEGMENTS = 200
+_MAX_HIDDEN_CHARS = 8000
+
+# --- URLs -----------------------------------------------------------------------------------------
+_MD_URL = re.compile(r"!?\[[^\]\n]{0,200}\]\([ \t]{0,3}([^\s()\[\]]{1,500})")
+_BARE_URL = re.compile(r"(?:[hH][tT][tT][pP][sS]?:)?//[^\s<>\"'()\[\]{}|\\^`]{1,500}")
+_SECRETISH = re.compile(
+    r"\b(?:conversation|chat|history|messages?|prompt|system_prompt|secrets?|password|passwd|pwd|"
+    r"token|api_?key|apikey|session_?token|user_?name|username|email|question|answer|data|"
+    r"payload|context|summary|cookies?|credentials|ssn|card)\b"
+)
+_PLACEHOLDER_START = ("{", "<", "[", "$", "%")
+# Conversation or secret data named near a URL left open for appending.
+_SECRETISH_NEAR = re.compile(
+    r"(?i)\b(?:conversation|chat|history|messages?|passwords?|api key|secrets?|credentials|"
+    r"email address|personal data|system prompt|tokens?|session|summar\w{1,5})\b"
+)
+_MAX_URLS = 500
+
+# --- Encoded payloads -----------------------------------------------------------------------------
+_B64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
+_HEX_RUN = re.compile(r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){12,}")
+_ROT13_HINT = re.compile(r"\brot[ -]?13\b|\bcaesar\b|\bdecod(?:e|ing)\b|\bdecipher\b")
+_REVERSE_HINT = re.compile(r"\b(?:backwards|reversed|in reverse|reverse (?:order|the text))\b")
+_HEX_HINT = re.compile(r"\bhex(?:adecimal)?\b")
+_MAX_RUNS = 256  # runs are disjoint: decoding them all is linear in the text
+# Cheap pre-check for a base64 run: alphabet bytes -> "a", others -> " ", look for 24 "a"s.
+_B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+_B64_ALPHABET_TO_A = bytes(97 if c in _B64_CHARS else 32 for c in range(256))
+_B64_RUN_OF_24 = b"a" * 24
+_MAX_DECODE_CHARS = 8192  # per run
+_MAX_DECODED_TOTAL = 32768  # base64 or hex text re-scanned, in all
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Why :func:`scan` said what it said: per-finding scores, the rules that fired, the
+    frame penalty and the total (quarantine when ``total >= THRESHOLD``)."""
+
+    scores: dict[str, float] = field(default_factory=dict)
+    rules: list[str] = field(default_factory=list)
+    frame_penalty: float = 0.0
+    documentation: bool = False
+
+    @property
+    def total(self) -> float:
+        return sum(self.scores.values()) - self.frame_penalty
+
+    @property
+    def quarantined(self) -> bool:
+        return self.total >= THRESHOLD
+
+    @property
+    def findings(self) -> tuple[str, ...]:
+        if not self.quarantined:
+            return ()
+        return tuple(name for name in FINDINGS if self.scores.get(name, 0.0) > 0.0)
+
+    def add(self, finding: str, weight: float, rule: str) -> None:
+        if weight <= 0.0:
+            return
+        self.scores[finding] = min(_CAP, self.scores.get(finding, 0.0) + weight)
+        self.rules.append(f"{rule}:{weight:g}")
+
+
+class _Text:
+    """One normalised passage and what the rules need to know about it, computed lazily."""
+
+    __slots__ = ("_doc", "_spans", "_words", "ascii", "cased", "lookalikes", "t")
+
+    def __init__(self, raw: str) -> None:
+        p = _prepare(raw)
+        self.t = p.text
+        self.cased = p.cased
+        self.lookalikes = p.lookalike_words
+        self.ascii = self.t.isascii()
+        self._words: frozenset[str] | None = None
+        self._spans: tuple[list[int], list[int]] | None = None
+        self._doc: bool | None = None
+
+    @property
+    def words(self) -> frozenset[str]:
+        if self._words is None:
+            self._words = _words(self.t)
+        return self._words
+
+    @property
+    def spans(self) -> tuple[list[int], list[int]]:
+        """Start and end offsets of quoted stretches (“…”, «…», "…" after a space, ...)."""
+        if self._spans is None:
+            starts: list[int] = []
+            ends: list[int] = []
+            t = self.t
+            if '"' in t or "'" in t or not self.ascii:
+                links = "](" in t
+                for m in _QUOTED.finditer(t):
+                    start = m.start()
+                    if (
+                        links
+                        and t[start] == '"'
+                        and _MD_LINK_BEFORE.search(t, max(0, start - 520), start)
+                    ):
+                        continue  # a markdown link title: hidden text, not a quotation
+                    starts.append(start)
+                    ends.append(m.end())
+            self._spans = (starts, ends)
+        return self._spans
+
+    @property
+    def documentation(self) -> bool:
+        """Reads as technical documentation: templates, placeholders, schemas, examples."""
+        if self._doc is None:
+            t = self.t
+            self._doc = (
+                not _DOC_WORDS.isdisjoint(self.words)
+                or ("{" in t and bool(_DOC_BRACES.search(t)))
+                or (not _DOC_PHRASE_WORDS.isdisjoint(self.words) and bool(_DOC_PHRASES.search(t)))
+            )
+        return self._doc
+
+
+def _line_start(t: str, pos: int) -> bool:
+    """Only spaces, tabs and markdown/quote markers ("> ", "**", "# ", "//") precede ``pos``
+    on its line (at most 12 of them)."""
+    i = pos
+    while i > 0 and t[i - 1] != "\n":
+        if pos - i >= 12 or t[i - 1] not in " \t>*#/":
+            return False
+        i -= 1
+    return True
+
+
+def _clause_start(t: str, pos: int) -> bool:
+    i = pos
+    while i > 0 and pos - i < 3 and t[i - 1] in " \t":
+        i -= 1
+    if i == 0 or t[i - 1] in _CLAUSE_CHARS:
+        return True
+    if i == pos:  # a softener must stand apart: "please ignore", not "pleaseignore"
+        return False
+    k = i
+    while k > 0 and i - k < 12 and "a" <= t[k - 1] <= "z":
+        k -= 1
+    return t[k:i] in _CLAUSE_WORDS
+
+
+#: Matches of one rule looked at (later ones are ignored): searches resume after each match, so
+#: the work stays linear, and decoys (quoted or mid-clause matches) cannot exhaust it cheaply.
+_MAX_MATCHES = 500
+
+
+def _rule_weight(rule: _Rule, x: _Text, *, quotes: bool = True) -> float:
+    """The rule's weight if it matches outside quotation marks, half of it if every match
+    is quoted, 0 if it does not match (at most 20 matches are looked at)."""
+    t = x.t
+    seen_quoted = False
+    pos = 0
+    for _ in range(_MAX_MATCHES):
+        m = rule.rx.search(t, pos)
+        if m is None:
+            break
+        start = m.start()
+        pos = start + 1
+        if rule.clause and not _clause_start(t, start):
+            continue
+        if rule.line_start and not _line_start(t, start):
+            continue
+        if not (quotes and rule.quotable) or not _inside(x.spans, start):
+            return rule.weight
+        seen_quoted = True
+    return rule.weight / 2 if seen_quoted else 0.0
+
+
+def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
+    i = bisect.bisect_right(spans[0], pos) - 1
+    return i >= 0 and pos < spans[1][i]
+
+
+def _islice(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
+    out = []
+    for m in it:
+        out.append(m)
+        if len(out) >= n:
+            break
+    return out
+
+
+def _hidden_segments(t: str) -> list[str]:
+    """Text the reader of a rendered page does not see: comments, invisible elements, alt
+    texts, link titles, markdown comments (bounded in count and size)."""
+    out: list[str] = []
+    pos = 0
+    while len(out) < _MAX_SEGMENTS:
+        start = t.find("<!--", pos)
+        if start < 0:
+            break
+        end = t.find("-->", start + 4)
+        end = len(t) if end < 0 else end
+        out.append(t[start + 4 : min(end, start + 4 + 2000)])
+        pos = end + 3
+    if "<" in t:
+        for m in _islice(_OPEN_TAG.finditer(t), 10 * _MAX_SEGMENTS):
+            if len(out) >= _MAX_SEGMENTS:
+                break
+            if _HIDDEN_STYLE.search(m.group(0)):
+                out.append(t[m.end() : m.end() + 1000].split("</", 1)[0])
+    for rx, needle in ((_ATTR_TEXT, "="), (_MD_TITLE, "]("), (_MD_COMMENT, "]:")):
+        if needle in t:
+            out.extend(m.group(1) for m in _islice(rx.finditer(t), _MAX_SEGMENTS))
+    return out
+
+
+def _url_signal(cased: str) -> tuple[float, str]:
+    """2.0 for a markdown link/image whose query carries a placeholder (``{x}``, ``<X>``,
+    ``$X``, ``[x]``, or an identifier naming conversation/secret data such as ``CHAT_HISTORY``),
+    1.5 for such a bare URL or one left open right before a placeholder, 1.0 for a URL left
+    open at the end for data to be appended; else 0. Reads the case-kept text."""
+    if "//" not in cased or "=" not in cased:
+        return 0.0, ""
+    best = (0.0, "")
+    urls = [
+        (m.group(1), True, "", m.start(), m.end())
+        for m in _islice(_MD_URL.finditer(cased), _MAX_URLS)
+    ]
+    urls += [
+        (m.group(0), False, cased[m.end() : m.end() + 1], m.start(), m.end())
+        for m in _islice(_BARE_URL.finditer(cased), _MAX_URLS)
+    ]
+    for url, in_md, after, start, end in urls:
+        if "?" not in url:
+            continue
+        params = url.split("?", 1)[1].split("#", 1)[0].split("&")
+        for i, param in enumerate(params):
+            _key, eq, value = param.partition("=")
+            if not eq:
+                continue
+            if _placeholder_value(value):
+                best = max(best, (2.0 if in_md else 1.5, "url_placeholder"))
+            elif not value and i == len(params) - 1:
+                if after and after in "[{<$":
+                    weight = 1.5
+                elif _SECRETISH_NEAR.search(cased, max(0, start - 120), end + 120):
+                    weight = 1.0
+                else:
+                    weight = 0.5
+                best = max(best, (weight, "url_open_ended"))
+    return best
+
+
+def _placeholder_value(value: str) -> bool:
+    if value.startswith(_PLACEHOLDER_START):
+        return True
+    ident = value.strip("%")
+    if not ident or not _SECRETISH.search(ident.lower().replace("_", " ")):
+        return False
+    # CHAT_HISTORY, DATA, user_email: a name standing for data, not a literal value.
+    return (ident.isupper() and len(ident) >= 3) or "_" in ident
+
+
+def _decoded_payloads(x: _Text) -> list[str]:
+    """Plain texts hidden as base64, as hex (with a "hex" hint), as rot13 (with a "rot13" or
+    "decode" hint) or reversed (with a "backwards"/"reversed" hint). The decoded base64 (and hex)
+    runs are joined into one text, bounded in size."""
+    out: list[str] = []
+    cased, t = x.cased, x.t
+    if len(t) >= 24 and _B64_RUN_OF_24 in t.encode("ascii", "replace").translate(
+        _B64_ALPHABET_TO_A
+    ):
+        out.append(
+            _join_decoded(
+                _b64_text(m.group(0)[:_MAX_DECODE_CHARS])
+                for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
+            )
+        )
+    if ("rot" in t or "caesar" in t or "decod" in t or "decipher" in t) and _ROT13_HINT.search(t):
+        out.append(codecs.encode(cased, "rot13"))
+    if ("revers" in t or "backwards" in t) and _REVERSE_HINT.search(t):
+        out.append(cased[::-1])
+    if "hex" in t and _HEX_HINT.search(t):
+        out.append(
+            _join_decoded(
+                _printable(bytes.fromhex(m.group(0)[:_MAX_DECODE_CHARS]))
+                for m in _islice(_HEX_RUN.finditer(cased), _MAX_RUNS)
+            )
+        )
+    return [d for d in out if d]
+
+
+def _join_decoded(texts: Iterable[str | None]) -> str:
+    out: list[str] = []
+    size = 0
+    for text in texts:
+        if text and size < _MAX_DECODED_TOTAL:
+            out.append(text)
+            size += len(text)
+    return "\n".join(out)[:_MAX_DECODED_TOTAL]
+
+
+def _b64_text(run: str) -> str | None:
+    body = run.rstrip("=")
+    urlsafe = "-" in body or "_" in body
+    if urlsafe and ("+" in body or "/" in body):
+        return None
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        if urlsafe:
+            raw = base64.urlsafe_b64decode(padded)
+        else:
+            raw = base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return _printable(raw)
+
+
+def _printable(raw: bytes) -> str | None:
+    if len(raw) < 12:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    ok = sum(1 for c in text if c.isprintable() or c in "\n\r\t")
+    if ok < 0.95 * len(text) or not any(c in text for c in ' {"'):
+        return None
+    return text
+
+
+def _raw_checks(raw: str, v: Verdict) -> None:
+    """Invisible characters that reorder text, split words, or smuggle ASCII as tag chars."""
+    if raw.isascii() or not _RAW_ANY.search(raw):
+        return
+    if _BIDI_OVERRIDE.search(raw):
+        v.add("hidden_characters", 4.0, "bidi_override")
+    if _ZW_IN_WORD.search(raw):
+        v.add("hidden_characters", 4.0, "zero_width_in_word")
+    if _ANY_TAG_CHAR.search(raw) and _ANY_TAG_CHAR.search(_FLAG_EMOJI.sub("", raw)):
+        v.add("hidden_characters", 4.0, "tag_characters")
+
+
+def _score(raw: str, *, fast: bool, depth: int) -> Verdict:
+    v = Verdict()
+    _raw_checks(raw, v)
+    x = _Text(raw)
+    if x.lookalikes:
+        v.add("homoglyphs", 1.0, "mixed_script_words")
+    groups: dict[str, float] = {}
+    for i in _candidate_rules(x) if fast else range(len(_RULES)):
+        rule = _RULES[i]
+        weight = _rule_weight(rule, x)
+        if weight and rule.doc and x.documentation:
+            weight /= 2
+        if weight and rule.group is not None:
+            best = groups.get(rule.group, 0.0)
+            groups[rule.group] = max(best, weight)
+            weight = max(0.0, weight - best)
+        v.add(rule.finding, weight, rule.name)
+    url_weight, url_rule = _url_signal(x.cased)
+    v.add("exfiltration", url_weight, url_rule)
+    _hidden_text(x, v, fast=fast)
+    if depth == 0:
+        _encoded(x, v, fast=fast)
+    v.documentation = bool(x._doc)
+    if v.total >= THRESHOLD:
+        cues = {m.group(0) for m in _islice(_FRAME.finditer(x.t), 8)}
+        v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
+    return v
+
+
+def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:
+    t = x.t
+    if "<" not in t and "](" not in t and "]:" not in t:
+        return
+    hidden = "\n".join(_hidden_segments(t))[:_MAX_HIDDEN_CHARS]
+    if not hidden.strip():
+        return
+    h = _Text(hidden)
+    for i in _candidate_rules(h) if fast else range(len(_RULES)):
+        rule = _RULES[i]
+        if rule.directive and _rule_weight(rule, h, quotes=False):
+            v.add("hidden_text", 1.0, f"hidden:{rule.name}")
+            return
+
+
+def _encoded(x: _Text, v: Verdict, *, fast: bool) -> None:
+    for decoded in _decoded_payloads(x):
+        inner = _score(decoded, fast=fast, depth=1)
+        if inner.quarantined:
+            v.add("encoded_payload", 3.0, "decoded:" + "+".join(inner.findings))
+            return
+
+
+def explain(text: str) -> Verdict:
+    """The full verdict for ``text``: scores, fired rules, penalty, total."""
+    return _score(text, fast=True, depth=0)
 
 
 def scan(text: str) -> tuple[str, ...]:
-    """The names of the checks that ``text`` trips, in a fixed order; empty when clean."""
-    folded = _folded(text)
-    found = []
-    for name, rx in CHECKS:
-        needles = _NEEDLES.get(name)
-        if needles is not None and not any(map(folded.__contains__, needles)):
-            continue
-        if rx.search(text):
-            found.append(name)
-    return tuple(found)
+    """The names of the findings that quarantine ``text``, in :data:`FINDINGS` order; empty
+    when the passage is clean (its score stays below :data:`THRESHOLD`)."""
+    return _score(text, fast=True, depth=0).findings
 
 
 def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:
     """Scan a passage's title and text together (either can carry an injection)."""
     return scan(text if not title else f"{title}\n{text}")
+
+
+class _FindingCheck:
+    """One finding as a predicate with a regex-like ``search``: true when the gate, run
+    without its word/needle prefilter, reports the finding. ``scan`` must agree with these
+    (the prefilter is a speed-up only), which the property tests check."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def search(self, text: str) -> bool:
+        return self.name in _score(text, fast=False, depth=0).findings
+
+
+CHECKS: tuple[tuple[str, _FindingCheck], ...] = tuple((n, _FindingCheck(n)) for n in FINDINGS)

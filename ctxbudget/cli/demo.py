@@ -112,6 +112,7 @@ def run_demo(
     producer.flush()
     seen: set[str] = set()
     deadline = time.monotonic() + timeout_s
+
     def done() -> bool:
         return len(seen) == len(expected) and summary.dead_letters >= 1
 

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import time
-from typing import cast
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import IO, Any, cast
 
 import click
 import orjson
 from pydantic import BaseModel
 
-from ctxbudget.cli.common import count_lines, load_store, open_out, read_lines
+from ctxbudget.cli.common import (
+    UsageFailure,
+    count_lines,
+    iter_lines,
+    load_store,
+    open_in,
+    open_out,
+)
 from ctxbudget.codec import dead_letter, decode_batch, encode
-from ctxbudget.errors import CtxBudgetError, InputError
+from ctxbudget.errors import CtxBudgetError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import (
     CandidateBatch,
@@ -34,6 +45,112 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "trace": TraceEvent,
     "dead_letter": DeadLetter,
 }
+
+#: Exit statuses of ``ctxbudget pack`` (documented in its --help).
+EXIT_PACKED, EXIT_DEAD_LETTERS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class InternalFailure(click.ClickException):
+    """A failure outside the lines (the output broke, a bug): one line, exit status 3."""
+
+    exit_code = EXIT_INTERNAL
+
+
+@dataclass
+class _Tally:
+    batches: int = 0
+    packs: int = 0
+    dead: int = 0
+    tokens: int = 0
+
+
+def _one_line(e: BaseException, limit: int = 500) -> str:
+    """An error as one bounded line; the type is named unless it is one of ours."""
+    try:
+        text = str(e)
+    except Exception:
+        text = ""
+    if not isinstance(e, CtxBudgetError):
+        text = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class _Packer:
+    """Turns one line into its output bytes; never writes, so a bad line leaves no trace."""
+
+    pipeline: Pipeline
+    lane: Lane
+    cohort: str
+
+    def __call__(self, raw: bytes) -> tuple[bytes, bytes, int]:
+        batch = decode_batch(raw)
+        result = self.pipeline.run(
+            batch, lane=self.lane, cohort=self.cohort, clock=time.perf_counter
+        )
+        pack = encode(result.pack) + b"\n"
+        traces = b"".join(encode(t) + b"\n" for t in result.traces)
+        return pack, traces, result.pack.evidence_tokens
+
+
+def _pack_lines(
+    src: IO[bytes],
+    packer: _Packer,
+    outs: tuple[IO[bytes] | None, IO[bytes] | None, IO[bytes] | None],
+    source: str,
+    tally: _Tally,
+    bar: Any,
+) -> None:
+    out, tr, dl = outs
+    assert out is not None
+    for line_no, raw in iter_lines(src):
+        tally.batches += 1
+        try:
+            pack, traces, tokens = packer(raw)
+        except Exception as e:  # any failure of one line is that line's dead letter
+            click.echo(f"line {line_no}: {_one_line(e)}", err=True)
+            if dl is not None:
+                letter = dead_letter(raw, e, stage="pack", source=source, line=line_no)
+                dl.write(encode(letter) + b"\n")
+            tally.dead += 1
+        else:
+            out.write(pack)
+            if tr is not None:
+                tr.write(traces)
+            tally.packs += 1
+            tally.tokens += tokens
+        if bar is not None:
+            bar.update(1)
+
+
+def _total(src: IO[bytes], path: str) -> int | None:
+    """The number of lines to come, when the input is a regular file (for the progress bar)."""
+    try:
+        regular = stat.S_ISREG(os.fstat(src.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        regular = False
+    return count_lines(path) if regular and path != "-" else None
+
+
+def _silence_stdout() -> None:
+    """After stdout broke, point it at /dev/null so the exit does not complain again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _load_pipeline(policies_opt: str | None, policy_ref: str) -> Pipeline:
+    """The pipeline of the policy; a policy that cannot be had is a usage error."""
+    store = load_store(policies_opt, usage=True)
+    try:
+        return Pipeline.from_store(store, policy_ref)
+    except CtxBudgetError as e:
+        raise UsageFailure(str(e)) from e
+    except OSError as e:
+        raise UsageFailure(f"cannot load policy {policy_ref!r}: {_one_line(e)}") from e
 
 
 @click.command("pack")
@@ -67,59 +184,82 @@ def pack_cmd(
 ) -> None:
     """Pack each CandidateBatch v1 line of BATCHES ('-' for stdin) into a Pack v1 line.
 
-    Exit status: 0 when every line packed, 1 when some lines went to the dead letters.
-    """
-    store = load_store(policies_opt)
-    try:
-        pipeline = Pipeline.from_store(store, policy_ref)
-    except CtxBudgetError as e:
-        raise click.ClickException(str(e)) from e
-    show = sys.stderr.isatty() if progress is None else progress
-    total = count_lines(batches) if show else None
-    n_batches = n_packs = n_dead = tokens = 0
-    bar = None
-    if show:
-        from tqdm import tqdm
+    A line that cannot be packed, whatever the reason, becomes one DeadLetter v1 record
+    (with its line number) and the run goes on: every line gives exactly one pack or one
+    dead letter, and the packs come out in the order of their lines.
 
-        bar = tqdm(total=total, unit="batch", file=sys.stderr, dynamic_ncols=True)
-    with open_out(output) as out, open_out(trace_path) as tr, open_out(dead_path) as dl:
-        for line_no, raw in read_lines(batches):
-            n_batches += 1
-            try:
-                batch = decode_batch(raw)
-                result = pipeline.run(
-                    batch,
-                    lane=cast(Lane, lane),
-                    cohort=cohort,
-                    clock=time.perf_counter,
-                )
-            except InputError as e:
-                n_dead += 1
-                click.echo(f"line {line_no}: {e}", err=True)
-                if dl is not None:
-                    dl.write(
-                        encode(dead_letter(raw, e, stage="pack", source=batches, line=line_no))
-                        + b"\n"
-                    )
-            else:
-                n_packs += 1
-                tokens += result.pack.evidence_tokens
-                assert out is not None
-                out.write(encode(result.pack) + b"\n")
-                if tr is not None:
-                    tr.write(b"".join(encode(t) + b"\n" for t in result.traces))
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
-    mean = tokens / n_packs if n_packs else 0.0
+    \b
+    Exit status:
+      0  every line was packed
+      1  one or more lines went to the dead letters (the others were packed)
+      2  usage error: a bad option, BATCHES cannot be read, an unknown policy or
+         policies folder, an output file that cannot be written
+      3  internal failure outside any one line (e.g. the output stream broke);
+         the output so far may be incomplete
+    """
+    src = open_in(batches, what="BATCHES")
+    try:
+        try:
+            pipeline = _load_pipeline(policies_opt, policy_ref)
+        except click.ClickException:
+            raise
+        except Exception as e:  # not a usage error: a bug or a broken installation
+            raise InternalFailure(f"internal failure loading the policy: {_one_line(e)}") from e
+        paths = (output, trace_path, dead_path)
+        tally = _run(src, batches, pipeline, paths, lane, cohort, progress)
+    finally:
+        if src is not sys.stdin.buffer:
+            src.close()
+    mean = tally.tokens / tally.packs if tally.packs else 0.0
     click.echo(
-        f"pack: {n_batches} batches, {n_packs} packs, {n_dead} dead letters, "
+        f"pack: {tally.batches} batches, {tally.packs} packs, {tally.dead} dead letters, "
         f"mean evidence tokens {mean:.1f}",
         err=True,
     )
-    if n_dead:
-        sys.exit(1)
+    if tally.dead:
+        sys.exit(EXIT_DEAD_LETTERS)
+
+
+def _run(
+    src: IO[bytes],
+    batches: str,
+    pipeline: Pipeline,
+    paths: tuple[str, str | None, str | None],
+    lane: str,
+    cohort: str,
+    progress: bool | None,
+) -> _Tally:
+    """Open the outputs and pack every line; a failure outside the lines is exit status 3."""
+    tally = _Tally()
+    packer = _Packer(pipeline, cast(Lane, lane), cohort)
+    output, trace_path, dead_path = paths
+    bar = None
+    try:
+        with ExitStack() as stack:
+            out = stack.enter_context(open_out(output, what="output"))
+            tr = stack.enter_context(open_out(trace_path, what="--trace file"))
+            dl = stack.enter_context(open_out(dead_path, what="--dead-letter file"))
+            show = sys.stderr.isatty() if progress is None else progress
+            if show:
+                from tqdm import tqdm
+
+                bar = tqdm(
+                    total=_total(src, batches), unit="batch", file=sys.stderr, dynamic_ncols=True
+                )
+            _pack_lines(src, packer, (out, tr, dl), batches, tally, bar)
+    except click.ClickException:
+        raise
+    except Exception as e:
+        if isinstance(e, BrokenPipeError) and output == "-":
+            _silence_stdout()
+        raise InternalFailure(
+            f"internal failure after {tally.batches} lines ({tally.packs} packs, "
+            f"{tally.dead} dead letters): {_one_line(e)}"
+        ) from e
+    finally:
+        if bar is not None:
+            bar.close()
+    return tally
 
 
 @click.command("schema")

@@ -42,8 +42,12 @@ def test_the_quick_start_main_job_runs_on_the_embedded_broker() -> None:
     """`./dev demo`: broker, topics, workers, traffic; every pack identical to the CLI's."""
     _mark_installed()
     proc = subprocess.run(
-        ["./dev", "demo", "--repeat", "5"], cwd=REPO, env=_env(), capture_output=True,
-        timeout=600, check=False,
+        ["./dev", "demo", "--repeat", "5"],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     out = proc.stdout.decode()

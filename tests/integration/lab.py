@@ -139,5 +139,3 @@ def produce(lab: Lab, items: list[tuple[str, bytes]], *, pace_s: float = 0.0) ->
             time.sleep(pace_s)
     producer.flush()
     producer.close()
-
-

@@ -108,15 +108,11 @@ def test_words_terms_and_normal_forms_match_their_definitions(text: str) -> None
     """The ASCII fast paths of words(), terms_of() and normalize() change nothing."""
     tokens = _plain_words(text)
     assert words(text) == tokens
-    plain_terms = frozenset(
-        w for w in tokens if w not in STOPWORDS and (len(w) > 1 or w.isdigit())
-    )
+    plain_terms = frozenset(w for w in tokens if w not in STOPWORDS and (len(w) > 1 or w.isdigit()))
     assert terms_of(tokens) == plain_terms
     import unicodedata
 
-    assert normalize(text) == " ".join(
-        _plain_words(unicodedata.normalize("NFKC", text).casefold())
-    )
+    assert normalize(text) == " ".join(_plain_words(unicodedata.normalize("NFKC", text).casefold()))
     assert normalize(text, words(text)) == normalize(text)
 
 

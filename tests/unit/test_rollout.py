@@ -59,8 +59,12 @@ def test_raising_the_percentage_only_adds_members(key: str, p1: float, p2: float
 def test_the_same_key_always_gets_the_same_lane() -> None:
     """Deterministic: no process seed is involved."""
     code = "from ctxbudget.rollout import bucket; print(bucket('tenant:acme'))"
-    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           check=True).stdout for _ in range(2)}
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    }
     assert len(outs) == 1 and float(outs.pop()) == bucket("tenant:acme")
 
 
@@ -86,8 +90,9 @@ def test_user_cohorts_fall_back_to_the_request_without_a_user_id() -> None:
     """The contract has an optional principal.user_id; without it the request decides."""
     by_user = STATE.model_copy(update={"cohort_key": "user", "percent": 50.0})
     b = batch([], request_id="r-1")
-    with_user = b.model_copy(update={"principal": b.principal.model_copy(
-        update={"user_id": "u-7"})})
+    with_user = b.model_copy(
+        update={"principal": b.principal.model_copy(update={"user_id": "u-7"})}
+    )
     assert in_cohort(with_user, by_user) == (bucket("user:u-7") < 50)
     assert in_cohort(b, by_user) == (bucket("request:r-1") < 50)
 
@@ -120,9 +125,23 @@ def test_replay_reproduces_the_original_packs_in_the_shadow_lane(tmp_path: Path)
     """Same traffic, same policy: the same packs, marked as replay, never live."""
     out = tmp_path / "shadow.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "ctxbudget", "replay", "examples/batches.jsonl", "--policy",
-         "default@1", "--run-id", "run-7", "--out", str(out)],
-        cwd=REPO, capture_output=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "ctxbudget",
+            "replay",
+            "examples/batches.jsonl",
+            "--policy",
+            "default@1",
+            "--run-id",
+            "run-7",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     replayed = [orjson.loads(x) for x in out.read_bytes().splitlines()]
     originals = [orjson.loads(encode(p)) for p in _packs("default@1")]
@@ -137,6 +156,7 @@ def test_replay_reproduces_the_original_packs_in_the_shadow_lane(tmp_path: Path)
 def test_a_candidate_not_in_the_cohort_never_sees_the_candidate_live() -> None:
     """A live assignment uses exactly one policy per request."""
     b = batch([candidate("a", "text")])
-    lanes = {live_assignment(b, STATE.model_copy(update={"percent": p})).policy
-             for p in (0.0, 100.0)}
+    lanes = {
+        live_assignment(b, STATE.model_copy(update={"percent": p})).policy for p in (0.0, 100.0)
+    }
     assert lanes == {"default@1", "lean@1"}
