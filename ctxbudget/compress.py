@@ -14,19 +14,82 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ctxbudget.schemas import EvidenceSpan, Piece
-from ctxbudget.text import content_terms, sentences, words
+from ctxbudget.text import content_terms, sentences, terms_of, words
 
 GAP = " … "
 
-_PROTECTED = re.compile(
-    r"\b(not|no|never|none|neither|nor|cannot|can't|won't|don't|doesn't|isn't|aren't|wasn't|"
-    r"without|except|unless|only if|if|when|provided that|until|before|after|must|"
-    r"at least|at most|no more than|less than|more than)\b"
-    r"|\d"
-    r"|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b"
-    r"|%|°|\b(kg|mg|g|km|m|cm|mm|ms|s|h|gb|mb|kb|tb|ghz|mhz|kw|v|usd|eur)\b",
-    re.IGNORECASE,
+
+#: Protected facts (negations, conditions, limits, numbers, dates, units), read from a
+#: sentence's words as :func:`words` splits them: single words, phrases, contractions,
+#: month names and units; digits, "%" and "°" by a one-class regex.
+_PROTECTED_WORDS = frozenset(
+    [
+        "not",
+        "no",
+        "never",
+        "none",
+        "neither",
+        "nor",
+        "cannot",
+        "without",
+        "except",
+        "unless",
+        "if",
+        "when",
+        "until",
+        "before",
+        "after",
+        "must",
+        "kg",
+        "mg",
+        "g",
+        "km",
+        "m",
+        "cm",
+        "mm",
+        "ms",
+        "s",
+        "h",
+        "gb",
+        "mb",
+        "kb",
+        "tb",
+        "ghz",
+        "mhz",
+        "kw",
+        "v",
+        "usd",
+        "eur",
+    ]
 )
+_PROTECTED_PHRASES = (
+    " only if ",
+    " provided that ",
+    " at least ",
+    " at most ",
+    " less than ",
+    " more than ",
+)
+_CONTRACTIONS = ("can't", "won't", "don't", "doesn't", "isn't", "aren't", "wasn't")
+_MONTHS = frozenset(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+)
+_DIGIT_OR_SIGN = re.compile(r"[\d%°]")
+
+
+def _protected(sentence: str, ws: Sequence[str]) -> bool:
+    """The sentence holds a negation, condition, number, date or unit."""
+    if _DIGIT_OR_SIGN.search(sentence) is not None or not _PROTECTED_WORDS.isdisjoint(ws):
+        return True
+    if any(w[:3] in _MONTHS and w.isalpha() and w.isascii() for w in ws):
+        return True
+    padded = " " + " ".join(ws) + " "
+    if any(p in padded for p in _PROTECTED_PHRASES):
+        return True
+    if "'" in sentence:
+        low = sentence.lower()
+        return any(c in low for c in _CONTRACTIONS)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +143,8 @@ def rank_sentences(
     The selector estimates an excerpt's size with this ranking, and the compressor keeps
     sentences in this order, so both agree on what an excerpt holds.
     """
-    overlap = [len(content_terms(text[s:e]) & qterms) for s, e in bounds]
+    sentence_words = [words(text[s:e]) for s, e in bounds]
+    overlap = [len(terms_of(ws) & qterms) for ws in sentence_words]
     scores: list[tuple[float, int]] = []
     for i, (s, e) in enumerate(bounds):
         near = (
@@ -88,12 +152,12 @@ def rank_sentences(
             or (i > 0 and overlap[i - 1] > 0)
             or (i + 1 < len(bounds) and overlap[i + 1] > 0)
         )
-        protected = near and _PROTECTED.search(text[s:e]) is not None
+        protected = near and _protected(text[s:e], sentence_words[i])
         score = overlap[i] + (PROTECTED_BONUS if protected else 0.0)
         if lead and i == 0:
             score += LEAD_BONUS
         if links:
-            padded = " " + " ".join(words(text[s:e])) + " "
+            padded = " " + " ".join(sentence_words[i]) + " "
             if any(link in padded for link in links):
                 score += LINK_BONUS
         scores.append((score, -i))

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol, cast
 
 from ctxbudget.compress import rank_sentences
@@ -93,11 +94,9 @@ class _Option:
     named: bool = False
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
     linked_from: str | None = None
-    #: Estimated tokens of the item as an excerpt, when one is smaller than the whole.
-    excerpt_est: int | None = None
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
-    #: smaller than the whole text).
-    steps: tuple[int, ...] = ()
+    #: smaller than the whole text); worked out when first needed.
+    steps: tuple[int, ...] | None = None
     #: Words of the title and text, space-padded, for entity look-ups.
     padded: str = ""
 
@@ -233,6 +232,7 @@ def header_estimate(item: ConsolidatedItem, defaults: SetDefaults | None = None)
     return math.ceil(chars / 2.5) + 2
 
 
+@lru_cache(maxsize=4096)
 def subject_of(title: str | None) -> str | None:
     """The entity a titled item is about: the title's words without a parenthetical
     qualifier ("Big Stone Gap (film)" -> "big stone gap"); None for stopword-only titles."""
@@ -298,7 +298,13 @@ class EvidenceSelector:
                 fates[o.item] = "relevance"
         options = [o for o in options if o.item not in fates]
         facets = self._facets(query, rules)
-        run = _Admission(rules, routed.budget.evidence_budget, qterms, facets)
+        run = _Admission(
+            rules,
+            routed.budget.evidence_budget,
+            qterms,
+            facets,
+            self._stepper(items, query, rules),
+        )
         run.admit_all(options, fates)
         budget_dropped = [o.item for o in run.budget_waiting]
         for i in budget_dropped:
@@ -386,15 +392,22 @@ class EvidenceSelector:
                     f" {o.subject} " in f" {other} " and other != o.subject for other in named
                 ):
                     o.named = False
-        if rules.compression and rules.excerpt_sentences > 0:
-            qhead = content_terms(query.text)
-            links = subject_links(items)
-            for o in out:
-                it = items[o.item]
-                o.steps = excerpt_steps(it, qhead, links_for(it, links))
-                if len(o.steps) >= rules.excerpt_sentences:
-                    o.excerpt_est = o.header_est + o.steps[rules.excerpt_sentences - 1]
         return out
+
+    def _stepper(
+        self, items: Sequence[ConsolidatedItem], query: Query, rules: ClassPolicy
+    ) -> Callable[[_Option], tuple[int, ...]] | None:
+        """How an option's excerpt sizes are worked out (None: the class takes no excerpts)."""
+        if not rules.compression or rules.excerpt_sentences <= 0:
+            return None
+        qhead = content_terms(query.text)
+        links = subject_links(items)
+
+        def steps(o: _Option) -> tuple[int, ...]:
+            it = items[o.item]
+            return excerpt_steps(it, qhead, links_for(it, links))
+
+        return steps
 
     @staticmethod
     def _facets(query: Query, rules: ClassPolicy) -> list[frozenset[str]]:
@@ -441,9 +454,15 @@ class _Admission:
     """The greedy admission of one batch (mutable working state, never shared)."""
 
     def __init__(
-        self, rules: ClassPolicy, budget: int, qterms: frozenset[str], facets: list[frozenset[str]]
+        self,
+        rules: ClassPolicy,
+        budget: int,
+        qterms: frozenset[str],
+        facets: list[frozenset[str]],
+        stepper: Callable[[_Option], tuple[int, ...]] | None = None,
     ) -> None:
         self.rules = rules
+        self.stepper = stepper
         self.remaining = budget - SET_OVERHEAD_TOKENS
         self.qterms = qterms
         self.covered: set[str] = set()
@@ -504,9 +523,20 @@ class _Admission:
             out.append("named_entity" if o.named else f"bridge:{o.linked_from}")
         return tuple(out)
 
+    def excerpt_est(self, o: _Option) -> int | None:
+        """Estimated tokens of the item as an excerpt, when one is smaller than the whole."""
+        if self.stepper is None:
+            return None
+        if o.steps is None:
+            o.steps = self.stepper(o)
+        n = self.rules.excerpt_sentences
+        return o.header_est + o.steps[n - 1] if len(o.steps) >= n else None
+
     def cost(self, o: _Option) -> int:
-        if self.excerpts and o.excerpt_est is not None:
-            return o.excerpt_est
+        if self.excerpts:
+            est = self.excerpt_est(o)
+            if est is not None:
+                return est
         return o.est
 
     def admit_all(self, options: list[_Option], fates: dict[int, DropReason]) -> None:
@@ -544,7 +574,9 @@ class _Admission:
                 reason = self._gate(best)
                 if reason is None:
                     pool = ranked[at + 1 :]
-                    self._take(best, pool, excerpt=self.excerpts and best.excerpt_est is not None)
+                    self._take(
+                        best, pool, excerpt=self.excerpts and self.excerpt_est(best) is not None
+                    )
                     break
                 if reason == "source_cap":
                     deferred.append(best)
@@ -573,9 +605,10 @@ class _Admission:
         util = self.utility(o)
         basis = self._basis(o)
         if excerpt:
-            assert o.excerpt_est is not None
+            est = self.excerpt_est(o)
+            assert est is not None and o.steps is not None
             cost, compress_to, basis = (
-                o.excerpt_est,
+                est,
                 o.steps[self.rules.excerpt_sentences - 1],
                 (*basis, "excerpt"),
             )
@@ -627,7 +660,7 @@ class _Admission:
         while grew:
             grew = False
             for k, (adm, o) in enumerate(zip(self.admitted, self.taken, strict=True)):
-                if adm.compress_to is None:
+                if adm.compress_to is None or o.steps is None:
                     continue
                 level = o.steps.index(adm.compress_to) + 1 if adm.compress_to in o.steps else 0
                 if level and level < len(o.steps):
