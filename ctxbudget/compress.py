@@ -124,6 +124,18 @@ PROTECTED_BONUS = 0.5
 LINK_BONUS = 1.0
 
 
+_SUFFIXES = ("ings", "ing", "ers", "er", "ed", "es", "s")
+
+
+def stem(word: str) -> str:
+    """A light suffix strip for matching query words to sentence words: "directors" meets
+    "director", "writes" meets "writer" (at "writ"), "founded" meets "found"."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
 def rank_sentences(
     text: str,
     bounds: Sequence[tuple[int, int]],
@@ -144,7 +156,8 @@ def rank_sentences(
     sentences in this order, so both agree on what an excerpt holds.
     """
     sentence_words = [words(text[s:e]) for s, e in bounds]
-    overlap = [len(terms_of(ws) & qterms) for ws in sentence_words]
+    qstems = {stem(t) for t in qterms}
+    overlap = [len({stem(t) for t in terms_of(ws)} & qstems) for ws in sentence_words]
     scores: list[tuple[float, int]] = []
     for i, (s, e) in enumerate(bounds):
         near = (

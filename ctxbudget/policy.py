@@ -64,6 +64,9 @@ class ClassPolicy(_Model):
     excerpt_sentences: Annotated[int, Field(ge=0, le=20)] = 0
     #: After admission, give excerpts their whole text back, best first, while room is left.
     expand_excerpts: bool = True
+    #: Under pressure, an item whose utility is below this share of the first admitted
+    #: item's waits until the admitted excerpts have grown; 0 admits every item first.
+    excerpt_floor: Unit = 0.0
 
 
 class NearDuplicate(_Model):
@@ -238,5 +241,10 @@ class PolicyStore:
 
 
 def default_policies_dir() -> Path:
-    """The ``policies/`` folder: $CTXBUDGET_POLICIES is read by the CLI, never here."""
-    return Path(__file__).resolve().parent.parent / "policies"
+    """The shipped ``policies/`` folder: the checkout's, else the copy inside the package.
+
+    $CTXBUDGET_POLICIES and ./policies are looked at by the commands, never here.
+    """
+    from ctxbudget.resources import shipped
+
+    return shipped("policies")

@@ -477,6 +477,9 @@ class _Admission:
         self.excerpts = False
         #: The per-source cap applies (the first pass); the second pass lets it yield.
         self.capped = True
+        #: Under pressure, items below this share of the first admitted item's utility wait
+        #: until the admitted excerpts have grown (``excerpt_floor``).
+        self.floor_share = 0.0
 
     def uncovered_facets(self) -> list[frozenset[str]]:
         return [f for f, done in zip(self.facets, self.facet_done, strict=True) if not done]
@@ -548,18 +551,37 @@ class _Admission:
             and self.rules.excerpt_sentences > 0
             and sum(o.est for o in options) > self.remaining
         )
+        later: list[_Option] = []
+        if self.excerpts and self.rules.excerpt_floor > 0:
+            self.floor_share = self.rules.excerpt_floor
+        self._round(options, fates, later)
+        if self.excerpts and self.rules.expand_excerpts:
+            self._expand()
+        if later:
+            # The weak items get what the strong ones' excerpts left.
+            self.floor_share = 0.0
+            self._round(later, fates, [])
+            if self.excerpts and self.rules.expand_excerpts:
+                self._expand()
+        self._compress_leftover()
+
+    def _round(
+        self, options: list[_Option], fates: dict[int, DropReason], later: list[_Option]
+    ) -> None:
         deferred: list[_Option] = []
-        self._greedy(options, fates, deferred)
+        self.capped = True
+        self._greedy(options, fates, deferred, later)
         if deferred:
             # The per-source cap yields: what waited behind it competes for what is left.
             self.capped = False
-            self._greedy(deferred, fates, [])
-        if self.excerpts and self.rules.expand_excerpts:
-            self._expand()
-        self._compress_leftover()
+            self._greedy(deferred, fates, [], later)
 
     def _greedy(
-        self, options: list[_Option], fates: dict[int, DropReason], deferred: list[_Option]
+        self,
+        options: list[_Option],
+        fates: dict[int, DropReason],
+        deferred: list[_Option],
+        later: list[_Option],
     ) -> None:
         # Each step takes the best remaining item (utility, then rank) through the gates.
         # Utilities and gate outcomes change only when an item is admitted, so between two
@@ -571,6 +593,13 @@ class _Admission:
             ranked = sorted(pool, key=lambda o: (utility(o), -o.rank), reverse=True)
             pool = []
             for at, best in enumerate(ranked):
+                if (
+                    self.floor_share > 0
+                    and self.admitted
+                    and utility(best) < self.floor_share * self.admitted[0].utility
+                ):
+                    later.extend(ranked[at:])
+                    break
                 reason = self._gate(best)
                 if reason is None:
                     pool = ranked[at + 1 :]

@@ -114,10 +114,17 @@ def test_the_second_hop_is_admitted_by_its_link(pipeline: Pipeline) -> None:
     assert pack.evidence_tokens <= pack.budget.evidence_budget
 
 
-def test_excerpts_fit_more_distinct_evidence_and_keep_matching_sentences(
-    pipeline: Pipeline,
-) -> None:
-    """Under pressure each item enters as its best sentences: every family gets in."""
+def _with(pipeline: Pipeline, **rules: object) -> Pipeline:
+    policy = pipeline.policy
+    classes = {k: v.model_copy(update=rules) for k, v in policy.classes.items()}
+    return Pipeline(
+        policy=policy.model_copy(update={"classes": classes}),
+        rules=pipeline.router.rules,
+        tokenizers=pipeline.router.tokenizers,
+    )
+
+
+def _topics(n: int) -> list[object]:
     words = ["amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heath", "inlet"]
 
     def noise(i: int) -> str:
@@ -127,19 +134,40 @@ def test_excerpts_fit_more_distinct_evidence_and_keep_matching_sentences(
             for k in range(10)
         )
 
-    paras = [
+    return [
         _para(
             f"Topic {i}", f"Topic {i} was founded in {1900 + i} by engineers. " + noise(i), 9.0 - i
         )
-        for i in range(6)
+        for i in range(n)
     ]
-    b = batch(paras, query="When was each topic founded by engineers?", input_limit=900)
-    pack = pipeline.run(b).pack
+
+
+def test_excerpts_fit_more_distinct_evidence_and_keep_matching_sentences(
+    pipeline: Pipeline,
+) -> None:
+    """Under pressure each item enters as its best sentences: every family gets in."""
+    b = batch(_topics(6), query="When was each topic founded by engineers?", input_limit=900)
+    pack = _with(pipeline, excerpt_floor=0.0).run(b).pack
     assert len(pack.evidence) == 6 and all(e.compressed for e in pack.evidence)
     texts = [t for _, t in parse(pack.rendered)]
     for i in range(6):
         assert any(f"founded in {1900 + i}" in t for t in texts)
     assert pack.evidence_tokens <= pack.budget.evidence_budget
+
+
+def test_weak_items_wait_while_strong_excerpts_grow(pipeline: Pipeline) -> None:
+    """With ``excerpt_floor``, items far below the best admitted one enter only after the
+    strong excerpts have grown; without it, every item enters first."""
+    b = batch(_topics(6), query="When was each topic founded by engineers?", input_limit=900)
+    floor = _with(pipeline, excerpt_floor=0.5).selector.run(
+        pipeline.consolidator.run(pipeline.router.run(b))
+    )
+    flat = _with(pipeline, excerpt_floor=0.0).selector.run(
+        pipeline.consolidator.run(pipeline.router.run(b))
+    )
+    assert len(floor.admitted) < len(flat.admitted)
+    best = floor.admitted[0]
+    assert best.compress_to is None or best.estimated_tokens > flat.admitted[0].estimated_tokens
 
 
 def test_no_pressure_no_excerpts(pipeline: Pipeline) -> None:
