@@ -111,14 +111,17 @@ def _most_common(values: Sequence[str]) -> str | None:
     return value if n >= 2 else None
 
 
-def open_set(defaults: SetDefaults = SetDefaults()) -> str:
+def open_set(defaults: SetDefaults = SetDefaults(), withheld: int = 0) -> str:
+    """The opening tag of the block; ``withheld`` > 0 adds a notice that the safety gate held
+    that many passages back."""
     attrs = [
         (k, v)
         for k, v in (("source", defaults.source), ("version", defaults.version))
         if v is not None
     ]
     head = "".join(f' {k}="{escape_attr(v)}"' for k, v in attrs)
-    return f'<evidence_set{head} note="{SET_NOTE}">\n'
+    notice = f' withheld="{withheld} flagged as instructions"' if withheld > 0 else ""
+    return f'<evidence_set{head} note="{SET_NOTE}"{notice}>\n'
 
 
 def _subject(title: str) -> str:
@@ -211,11 +214,13 @@ def render(
     return join_rendered([render_item(i, location_mode, d) for i in items], d)
 
 
-def join_rendered(parts: Sequence[str], defaults: SetDefaults = SetDefaults()) -> str:
+def join_rendered(
+    parts: Sequence[str], defaults: SetDefaults = SetDefaults(), withheld: int = 0
+) -> str:
     """The block made of items already rendered with :func:`render_item`, in order."""
     if not parts:
         return ""
-    return open_set(defaults) + "".join(parts) + CLOSE_SET
+    return open_set(defaults, withheld) + "".join(parts) + CLOSE_SET
 
 
 #: Ids, offsets and markup tokenize at about 2.5 characters per token.
@@ -242,6 +247,7 @@ def parse(rendered: str) -> list[tuple[dict[str, str], str]]:
     m = _SET_RX.match(rendered)
     shared = {k: unescape(v) for k, v in _ATTR_PAIR.findall(m.group(1))} if m else {}
     shared.pop("note", None)
+    shared.pop("withheld", None)
     out = []
     for m in _ITEM_RX.finditer(rendered):
         ident = m.group(1)

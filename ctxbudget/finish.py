@@ -39,6 +39,7 @@ from ctxbudget.schemas import (
     Pack,
     PackedBatch,
     Trust,
+    Withheld,
 )
 from ctxbudget.select import header_estimate, links_for, subject_links
 from ctxbudget.tokens import TokenCounter, TokenizerRegistry, estimate_tokens
@@ -68,6 +69,10 @@ class _Look:
 
     defaults: SetDefaults
     id_length: int
+    #: Passages withheld by the safety gate, for the block's notice (0: no notice).
+    withheld: int = 0
+    #: Chunk ids the gate flagged but the policy renders as low-trust evidence.
+    flagged: frozenset[str] = frozenset()
     #: The entities the batch's items are about (compression favours sentences naming them).
     links: tuple[str, ...] = ()
 
@@ -107,8 +112,16 @@ class PackFinisher:
         compressor = ExtractiveCompressor(count=counter.count, span_cost=span_cost)
         # Stated once on the set, from every item the batch could admit (so an item's
         # rendering never depends on which others made it in).
+        withheld = tuple(
+            Withheld(chunk_id=f.chunk_id, reason=f.reason, detail=f.detail)
+            for f in routed.dropped
+            if f.reason == "quarantined"
+        )
+        flagged = {routed.batch.candidates[i].chunk_id for i in routed.flagged}
         look = _Look(
             defaults=SetDefaults.common([(it.source_id, it.version) for it in cb.items]),
+            withheld=len(withheld) if self.policy.withheld_notice else 0,
+            flagged=frozenset(flagged),
             links=subject_links(cb.items),
             id_length=id_length(
                 [(it.source_id, it.doc_id, it.item_id, it.text) for it in cb.items]
@@ -155,7 +168,7 @@ class PackFinisher:
         by_item = {s.admission.item: s for s in slots}
         placed = [by_item[i] for i in order]
         evidence = tuple(s.evidence for s in placed)
-        rendered = join_rendered([s.rendered for s in placed], look.defaults)
+        rendered = join_rendered([s.rendered for s in placed], look.defaults, look.withheld)
         details["compressed"] = [e.evidence_id for e in evidence if e.compressed]
         pack = Pack(
             request_id=packed.request_id,
@@ -171,6 +184,7 @@ class PackFinisher:
             dropped=self._drop_counts(packed, dropped, restored),
             coverage=self._coverage(packed.coverage, dropped),
             replay=routed.batch.replay,
+            withheld=withheld,
         )
         return Finished(
             pack=pack, dropped=tuple(dropped), restored=tuple(restored), details=details
@@ -209,7 +223,7 @@ class PackFinisher:
             source_id=item.source_id,
             title=item.title,
             version=item.version,
-            trust=trust_of(item.authority),
+            trust="low" if look.flagged.intersection(item.chunk_ids) else trust_of(item.authority),
             text=text,
             spans=spans,
             tokens=0,
@@ -227,7 +241,7 @@ class PackFinisher:
     def _total(look: _Look, slots: list[_Slot], counter: TokenCounter) -> int:
         if not slots:
             return 0
-        frame = counter.count(open_set(look.defaults)) + counter.count(CLOSE_SET)
+        frame = counter.count(open_set(look.defaults, look.withheld)) + counter.count(CLOSE_SET)
         return frame + sum(s.tokens for s in slots)
 
     def _top_up(
@@ -332,7 +346,7 @@ class _Filler:
         self.added: list[ConsolidatedItem] = []
 
     def room(self) -> int:
-        frame = open_set(self.look.defaults) + CLOSE_SET
+        frame = open_set(self.look.defaults, self.look.withheld) + CLOSE_SET
         used = self.total if self.slots else self.counter.count(frame)
         return self.budget - used
 

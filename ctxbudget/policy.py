@@ -95,6 +95,12 @@ class Policy(_Model):
     #: merged or compressed; "none": never (the Pack's spans always hold it, and the id
     #: resolves to them).
     envelope_location: Literal["always", "partial", "none"] = "none"
+    #: What happens to a passage the injection gate flags: "withhold" it (listed in the
+    #: Pack's ``withheld``, never rendered), or render it as "low_trust" evidence (for corpora
+    #: full of documentation about prompts).
+    flagged_passages: Literal["withhold", "low_trust"] = "withhold"
+    #: When passages were withheld, say so on the rendered block (``withheld="N"``).
+    withheld_notice: bool = True
     routing: str = "routing.yaml"
     calibration: str | None = None
     fallback_class: QueryClass = "point_lookup"

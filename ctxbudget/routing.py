@@ -86,6 +86,9 @@ class QueryRouter:
         ledger, turns = build_ledger(batch, self.policy, class_rules, counter)
         admissible: list[int] = []
         dropped: list[CandidateFate] = []
+        flagged: list[int] = []
+        flags: list[CandidateFate] = []
+        low_trust = self.policy.flagged_passages == "low_trust"
         for i, cand in enumerate(batch.candidates):
             problem = authorization_problem(batch, cand)
             if problem is not None:
@@ -94,7 +97,15 @@ class QueryRouter:
                 )
                 continue
             findings = scan_candidate(cand.title, cand.text)
-            if findings:
+            # Markup that imitates the envelope is withheld whatever the policy says.
+            if findings and low_trust and "envelope_markup" not in findings:
+                flagged.append(i)
+                flags.append(
+                    CandidateFate(
+                        chunk_id=cand.chunk_id, reason="quarantined", detail=",".join(findings)
+                    )
+                )
+            elif findings:
                 dropped.append(
                     CandidateFate(
                         chunk_id=cand.chunk_id, reason="quarantined", detail=",".join(findings)
@@ -115,6 +126,8 @@ class QueryRouter:
             admissible=tuple(admissible),
             dropped=tuple(dropped),
             batch=batch,
+            flagged=tuple(flagged),
+            flags=tuple(flags),
         )
 
 

@@ -209,6 +209,14 @@ class Coverage(WireModel):
     reason: str | None = None
 
 
+class Withheld(WireModel):
+    """A passage withheld from the prompt: its id and why (never its text)."""
+
+    chunk_id: str
+    reason: str
+    detail: str | None = None
+
+
 class Pack(WireModel):
     schema_: Literal["ctx.pack.v1"] = Field(default="ctx.pack.v1", alias="schema")
     request_id: str
@@ -224,6 +232,9 @@ class Pack(WireModel):
     dropped: dict[str, int]
     coverage: Coverage | None = None
     replay: ReplayInfo | None = None
+    #: Passages the injection gate held back from this pack (ids and the gate's findings,
+    #: never their text); empty when the policy renders flagged passages as low trust.
+    withheld: tuple[Withheld, ...] = ()
 
 
 # ---------------------------------------------------------------- trace, dead letters
@@ -294,6 +305,10 @@ class RoutedBatch(WireModel):
     admissible: tuple[int, ...]
     dropped: tuple[CandidateFate, ...]
     batch: CandidateBatch
+    #: Admissible indices the safety gate flagged, when the policy renders flagged passages
+    #: as low-trust evidence instead of withholding them (their findings in ``flags``).
+    flagged: tuple[int, ...] = ()
+    flags: tuple[CandidateFate, ...] = ()
 
 
 class Piece(WireModel):

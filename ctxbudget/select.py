@@ -292,7 +292,9 @@ class EvidenceSelector:
                     fates[i] = "conformal"
             eligible = kept
         qterms = content_terms(query.text)
-        options = self._build_options(items, eligible, qterms, query, routed.query_class)
+        options = self._build_options(
+            items, eligible, qterms, query, routed.query_class, routed.flags
+        )
         for o in options:
             if o.rel < rules.min_relevance:
                 fates[o.item] = "relevance"
@@ -338,6 +340,7 @@ class EvidenceSelector:
         qterms: frozenset[str],
         query: Query,
         query_class: str,
+        flags: Sequence[CandidateFate] = (),
     ) -> list[_Option]:
         scores = [s for s in (items[i].score for i in eligible) if s is not None]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
@@ -347,6 +350,7 @@ class EvidenceSelector:
         rules = self.policy.classes[cast(QueryClass, query_class)]
         defaults = SetDefaults.common([(it.source_id, it.version) for it in items])
         linking = rules.weights.link > 0
+        flagged = frozenset(f.chunk_id for f in flags)
         qpadded = _padded(query.text) if linking else ""
         out = []
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
@@ -371,7 +375,10 @@ class EvidenceSelector:
                     item=i,
                     rank=rank,
                     rel=rel,
-                    auth=it.authority,
+                    # A passage the gate flagged (rendered as low trust) carries no authority.
+                    auth=min(it.authority, 0.2)
+                    if flagged.intersection(it.chunk_ids)
+                    else it.authority,
                     terms=terms,
                     grams=grams,
                     est=head + estimate_tokens(it.text),
