@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ctxbudget.schemas import EvidenceSpan, Piece
 from ctxbudget.text import content_terms, sentences, terms_of, words
@@ -127,6 +128,7 @@ LINK_BONUS = 1.0
 _SUFFIXES = ("ings", "ing", "ers", "er", "ed", "es", "s")
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix strip for matching query words to sentence words: "directors" meets
     "director", "writes" meets "writer" (at "writ"), "founded" meets "found"."""
@@ -134,6 +136,38 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
             return word[: -len(suffix)]
     return word
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceAnalysis:
+    """What ranking needs of a text, whatever the query: its sentences, their stemmed terms,
+    whether each holds a protected fact, and their words space-padded (for entity look-ups).
+    A pure function of the text, so stages may memoise it per passage."""
+
+    bounds: tuple[tuple[int, int], ...]
+    stems: tuple[frozenset[str], ...]
+    protected: tuple[bool, ...]
+    padded: tuple[str, ...]
+
+    @property
+    def weight(self) -> int:
+        """About how many bytes it holds (for a byte-bounded memo)."""
+        return 64 + sum(
+            64 + 2 * len(p) + 48 * len(t) for p, t in zip(self.padded, self.stems, strict=True)
+        )
+
+
+def analyse(text: str) -> SentenceAnalysis:
+    bounds = tuple(sentences(text))
+    sentence_words = [words(text[s:e]) for s, e in bounds]
+    return SentenceAnalysis(
+        bounds=bounds,
+        stems=tuple(frozenset(map(stem, terms_of(ws))) for ws in sentence_words),
+        protected=tuple(
+            _protected(text[s:e], ws) for (s, e), ws in zip(bounds, sentence_words, strict=True)
+        ),
+        padded=tuple(" " + " ".join(ws) + " " for ws in sentence_words),
+    )
 
 
 def rank_sentences(
@@ -144,47 +178,65 @@ def rank_sentences(
     lead: bool,
     links: Sequence[str] = (),
 ) -> tuple[list[int], list[int]]:
+    """:func:`rank_analysed` of ``analyse(text)`` (``bounds`` must be ``sentences(text)``)."""
+    analysis = analyse(text)
+    if tuple(bounds) != analysis.bounds:
+        raise ValueError("bounds must be the text's sentences")
+    return rank_analysed(analysis, qterms, lead=lead, links=links)
+
+
+def rank_analysed(
+    analysis: SentenceAnalysis,
+    qterms: frozenset[str],
+    *,
+    lead: bool,
+    links: Sequence[str] = (),
+) -> tuple[list[int], list[int]]:
     """Per-sentence query overlap, and the sentence indices best first.
 
-    A sentence scores the query terms it carries, plus :data:`PROTECTED_BONUS` when it holds
-    a protected fact and bears on the query (it, or a neighbour, shares a query term), plus
-    :data:`LEAD_BONUS` for the first sentence when ``lead``, plus :data:`LINK_BONUS` when it
-    names one of ``links`` (the entities other retrieved passages are about, as space-padded
-    lower-case words: the sentence that carries a multi-hop question to its next passage);
-    earlier sentences break ties.
+    A sentence scores the query terms it carries (matched by :func:`stem`), plus
+    :data:`PROTECTED_BONUS` when it holds a protected fact and bears on the query (it, or a
+    neighbour, shares a query term), plus :data:`LEAD_BONUS` for the first sentence when
+    ``lead``, plus :data:`LINK_BONUS` when it names one of ``links`` (the entities other
+    retrieved passages are about, as space-padded lower-case words: the sentence that carries
+    a multi-hop question to its next passage); earlier sentences break ties.
     The selector estimates an excerpt's size with this ranking, and the compressor keeps
     sentences in this order, so both agree on what an excerpt holds.
     """
-    sentence_words = [words(text[s:e]) for s, e in bounds]
     qstems = {stem(t) for t in qterms}
-    overlap = [len({stem(t) for t in terms_of(ws)} & qstems) for ws in sentence_words]
+    overlap = [len(st & qstems) for st in analysis.stems]
+    n = len(overlap)
     scores: list[tuple[float, int]] = []
-    for i, (s, e) in enumerate(bounds):
+    for i in range(n):
         near = (
-            overlap[i] > 0
-            or (i > 0 and overlap[i - 1] > 0)
-            or (i + 1 < len(bounds) and overlap[i + 1] > 0)
+            overlap[i] > 0 or (i > 0 and overlap[i - 1] > 0) or (i + 1 < n and overlap[i + 1] > 0)
         )
-        protected = near and _protected(text[s:e], sentence_words[i])
-        score = overlap[i] + (PROTECTED_BONUS if protected else 0.0)
+        score = overlap[i] + (PROTECTED_BONUS if near and analysis.protected[i] else 0.0)
         if lead and i == 0:
             score += LEAD_BONUS
         if links:
-            padded = " " + " ".join(sentence_words[i]) + " "
+            padded = analysis.padded[i]
             if any(link in padded for link in links):
                 score += LINK_BONUS
         scores.append((score, -i))
-    order = sorted(range(len(bounds)), key=lambda i: scores[i], reverse=True)
+    order = sorted(range(n), key=lambda i: scores[i], reverse=True)
     return overlap, order
 
 
 class ExtractiveCompressor:
     """Keep the sentences that matter most to the query within a token target."""
 
-    def __init__(self, *, count: Callable[[str], int], span_cost: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        count: Callable[[str], int],
+        span_cost: int = 0,
+        analyse: Callable[[str], SentenceAnalysis] = analyse,
+    ) -> None:
         if span_cost < 0:
             raise ValueError(f"span_cost must be >= 0, got {span_cost}")
         self.count = count
+        self.analyse = analyse
         #: Tokens each kept sentence adds to the envelope header (its location entry).
         self.span_cost = span_cost
 
@@ -203,10 +255,11 @@ class ExtractiveCompressor:
         ``lead``: the text starts its document, so its first sentence names and defines the
         subject (encyclopedic and reference text); it is preferred after query matches.
         """
-        bounds = sentences(text)
+        analysis = self.analyse(text)
+        bounds = analysis.bounds
         if not bounds or target_tokens <= 0:
             return None
-        overlap, order = rank_sentences(text, bounds, content_terms(query), lead=lead, links=links)
+        overlap, order = rank_analysed(analysis, content_terms(query), lead=lead, links=links)
         kept: list[int] = []
         used = 2  # the excerpt attribute
         for i in order:

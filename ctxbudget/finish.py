@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbudget.compress import ExtractiveCompressor, map_range
+from ctxbudget.compress import ExtractiveCompressor, SentenceAnalysis, analyse, map_range
 from ctxbudget.envelope import (
     CLOSE_SET,
     SetDefaults,
@@ -27,6 +27,7 @@ from ctxbudget.envelope import (
     open_set,
     render_item,
 )
+from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import Policy
 from ctxbudget.schemas import (
@@ -90,12 +91,19 @@ class PackFinisher:
     """Stage 4: packed batch in, Pack out (exactly counted, never over budget)."""
 
     def __init__(
-        self, *, policy: Policy, tokenizers: TokenizerRegistry, max_topups: int = 8
+        self,
+        *,
+        policy: Policy,
+        tokenizers: TokenizerRegistry,
+        max_topups: int = 8,
+        analyses: BoundedMemo[str, SentenceAnalysis] | None = None,
     ) -> None:
         if max_topups < 0:
             raise ValueError(f"max_topups must be >= 0, got {max_topups}")
         self.policy = policy
         self.tokenizers = tokenizers
+        #: Sentence analyses of passages (shared with the selector in one process).
+        self.analyses = analyses if analyses is not None else BoundedMemo()
         self.max_topups = max_topups
 
     def run(self, packed: PackedBatch) -> Finished:
@@ -109,7 +117,9 @@ class PackFinisher:
         span_cost = (
             math.ceil((longest_id + 12) / 2.5) if self.policy.envelope_location != "none" else 0
         )
-        compressor = ExtractiveCompressor(count=counter.count, span_cost=span_cost)
+        compressor = ExtractiveCompressor(
+            count=counter.count, span_cost=span_cost, analyse=self._analyse
+        )
         # Stated once on the set, from every item the batch could admit (so an item's
         # rendering never depends on which others made it in).
         withheld = tuple(
@@ -191,6 +201,9 @@ class PackFinisher:
         )
 
     # -- pieces
+
+    def _analyse(self, text: str) -> SentenceAnalysis:
+        return self.analyses.get_or_make(text, lambda: analyse(text), lambda a: a.weight)
 
     def _evidence(
         self,

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ctxbudget.compress import SentenceAnalysis
 from ctxbudget.consolidate import Consolidator
 from ctxbudget.finish import PackFinisher
+from ctxbudget.memo import BoundedMemo
 from ctxbudget.policy import Policy, PolicyStore, RoutingRules
 from ctxbudget.routing import QueryRouter
 from ctxbudget.schemas import CandidateBatch, Lane, Pack, PolicyRef, TraceEvent
@@ -41,8 +43,11 @@ class Pipeline:
         self.policy = policy
         self.router = QueryRouter(policy=policy, rules=rules, tokenizers=tokenizers)
         self.consolidator = Consolidator(policy=policy)
-        self.selector = EvidenceSelector(policy=policy, evidence_filter=evidence_filter)
-        self.finisher = PackFinisher(policy=policy, tokenizers=tokenizers)
+        analyses: BoundedMemo[str, SentenceAnalysis] = BoundedMemo()
+        self.selector = EvidenceSelector(
+            policy=policy, evidence_filter=evidence_filter, analyses=analyses
+        )
+        self.finisher = PackFinisher(policy=policy, tokenizers=tokenizers, analyses=analyses)
 
     @classmethod
     def from_store(

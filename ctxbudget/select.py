@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol, cast
 
-from ctxbudget.compress import rank_sentences
+from ctxbudget.compress import SentenceAnalysis, analyse, rank_analysed
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
+from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import ClassPolicy, Policy
 from ctxbudget.schemas import (
@@ -55,7 +56,7 @@ from ctxbudget.schemas import (
     Query,
     QueryClass,
 )
-from ctxbudget.text import STOPWORDS, content_terms, sentences, text_shingles_many, words
+from ctxbudget.text import STOPWORDS, content_terms, text_shingles_many, words
 from ctxbudget.tokens import estimate_tokens
 
 
@@ -99,10 +100,23 @@ class _Option:
     steps: tuple[int, ...] | None = None
     #: Words of the title and text, space-padded, for entity look-ups.
     padded: str = ""
+    #: Sentence count, and estimated tokens of the text (for a rough excerpt size).
+    sentence_count: int = 1
+    text_est: int = 0
+
+    def rough_excerpt(self, n: int) -> int | None:
+        """About what an excerpt of ``n`` sentences costs, from the mean sentence length;
+        None when the text has no more than ``n`` sentences."""
+        if self.sentence_count <= n:
+            return None
+        mean = self.text_est / self.sentence_count
+        return self.header_est + math.ceil((2 + n * (mean + 1)) * EXCERPT_SLACK)
 
 
 _CONNECTOR = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or|and|with|to)\s", re.I)
 _COMPARE_LEAD = re.compile(r"\b(?:compare|comparing|difference(?:s)? between|between)\b", re.I)
+#: Sentence ends, roughly (abbreviations count too): for rough excerpt sizes only.
+_ROUGH_END = re.compile(r"[.!?][\"')\]]*\s|\n")
 _SIGNAL = re.compile(r"\b[a-z]*\d[\w.\-]*\b|\b0x[0-9a-f]+\b", re.I)
 _ENVIRONMENT = frozenset(
     [
@@ -265,9 +279,21 @@ def _padded(text: str) -> str:
 class EvidenceSelector:
     """Stage 3: consolidated batch in, packed batch (admitted items, in order) out."""
 
-    def __init__(self, *, policy: Policy, evidence_filter: EvidenceFilter | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        evidence_filter: EvidenceFilter | None = None,
+        analyses: BoundedMemo[str, SentenceAnalysis] | None = None,
+    ) -> None:
         self.policy = policy
         self.evidence_filter = evidence_filter
+        #: Sentence analyses of passages (a pure function of the text), shared with the
+        #: finisher in one process: a passage that recurs is split and read once.
+        self.analyses = analyses if analyses is not None else BoundedMemo()
+
+    def analyse(self, text: str) -> SentenceAnalysis:
+        return self.analyses.get_or_make(text, lambda: analyse(text), lambda a: a.weight)
 
     def run(self, cb: ConsolidatedBatch) -> PackedBatch:
         routed = cb.routed
@@ -382,6 +408,8 @@ class EvidenceSelector:
                     terms=terms,
                     grams=grams,
                     est=head + estimate_tokens(it.text),
+                    text_est=estimate_tokens(it.text),
+                    sentence_count=len(_ROUGH_END.findall(it.text)) + 1,
                     header_est=head,
                     match=match,
                     source=it.source_id,
@@ -412,7 +440,7 @@ class EvidenceSelector:
 
         def steps(o: _Option) -> tuple[int, ...]:
             it = items[o.item]
-            return excerpt_steps(it, qhead, links_for(it, links))
+            return excerpt_steps(it, qhead, links_for(it, links), self.analyse(it.text))
 
         return steps
 
@@ -434,16 +462,20 @@ EXCERPT_SLACK = 1.15
 
 
 def excerpt_steps(
-    item: ConsolidatedItem, qterms: frozenset[str], links: tuple[str, ...] = ()
+    item: ConsolidatedItem,
+    qterms: frozenset[str],
+    links: tuple[str, ...] = (),
+    analysis: SentenceAnalysis | None = None,
 ) -> tuple[int, ...]:
     """Text tokens for excerpts of the item's best 1, 2, ... sentences (the compressor's
     ranking, with room for the gaps and :data:`EXCERPT_SLACK`), while smaller than the
-    whole text."""
-    bounds = sentences(item.text)
+    whole text. ``analysis`` is ``analyse(item.text)`` when the caller has it."""
+    found = analysis if analysis is not None else analyse(item.text)
+    bounds = found.bounds
     if len(bounds) < 2:
         return ()
     lead = item.span_start is None or item.span_start == 0
-    _, order = rank_sentences(item.text, bounds, qterms, lead=lead, links=links)
+    _, order = rank_analysed(found, qterms, lead=lead, links=links)
     whole = estimate_tokens(item.text)
     out: list[int] = []
     est = 2
@@ -533,18 +565,30 @@ class _Admission:
             out.append("named_entity" if o.named else f"bridge:{o.linked_from}")
         return tuple(out)
 
-    def excerpt_est(self, o: _Option) -> int | None:
-        """Estimated tokens of the item as an excerpt, when one is smaller than the whole."""
+    def excerpt_est(self, o: _Option, *, exact: bool = True) -> int | None:
+        """Estimated tokens of the item as an excerpt, when one is smaller than the whole.
+
+        With ``exact=False`` and before the item's sentences were ranked, a rough figure
+        from its mean sentence length: the gates use it, so only the items that pass them
+        are split and ranked (:meth:`settle` then checks the real excerpt fits)."""
         if self.stepper is None:
             return None
-        if o.steps is None:
-            o.steps = self.stepper(o)
         n = self.rules.excerpt_sentences
+        if o.steps is None:
+            if not exact:
+                return o.rough_excerpt(n)
+            o.steps = self.stepper(o)
         return o.header_est + o.steps[n - 1] if len(o.steps) >= n else None
 
-    def cost(self, o: _Option) -> int:
+    def settle(self, o: _Option) -> bool:
+        """Rank the item's sentences and say whether its real cost still fits."""
+        if self.excerpts and self.stepper is not None and o.steps is None:
+            o.steps = self.stepper(o)
+        return self.cost(o) <= self.remaining
+
+    def cost(self, o: _Option, *, exact: bool = True) -> int:
         if self.excerpts:
-            est = self.excerpt_est(o)
+            est = self.excerpt_est(o, exact=exact)
             if est is not None:
                 return est
         return o.est
@@ -608,6 +652,8 @@ class _Admission:
                     later.extend(ranked[at:])
                     break
                 reason = self._gate(best)
+                if reason is None and not self.settle(best):
+                    reason = "budget"
                 if reason is None:
                     pool = ranked[at + 1 :]
                     self._take(
@@ -633,7 +679,7 @@ class _Admission:
             return "source_cap"
         if len(self.admitted) >= self.rules.max_items:
             return "item_cap"
-        if self.cost(o) > self.remaining:
+        if self.cost(o, exact=False) > self.remaining:
             return "budget"
         return None
 
