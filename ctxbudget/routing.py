@@ -9,9 +9,11 @@ fallback class (the narrowest one).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from ctxbudget.budget import build_ledger
+from ctxbudget.memo import BoundedMemo
 from ctxbudget.policy import Policy, PolicyStore, RoutingRules, default_policies_dir
 from ctxbudget.safety import scan_candidate
 from ctxbudget.schemas import (
@@ -76,6 +78,21 @@ class QueryRouter:
         self.policy = policy
         self.rules = rules
         self.tokenizers = tokenizers
+        #: The gate's findings per passage (keyed by a digest of title and text): retrieval
+        #: returns popular passages again and again, and the gate is the router's main cost.
+        self.verdicts: BoundedMemo[bytes, tuple[str, ...]] = BoundedMemo(
+            max_entries=65536, max_bytes=16 * 1024 * 1024
+        )
+
+    def scan(self, title: str | None, text: str) -> tuple[str, ...]:
+        """The safety gate's findings for a passage (memoised)."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update((title or "").encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+        h.update(text.encode("utf-8", "surrogatepass"))
+        return self.verdicts.get_or_make(
+            h.digest(), lambda: tuple(scan_candidate(title, text)), lambda v: 96 + 48 * len(v)
+        )
 
     def run(
         self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
@@ -96,7 +113,7 @@ class QueryRouter:
                     CandidateFate(chunk_id=cand.chunk_id, reason="unauthorized", detail=problem)
                 )
                 continue
-            findings = scan_candidate(cand.title, cand.text)
+            findings = self.scan(cand.title, cand.text)
             # Markup that imitates the envelope is withheld whatever the policy says.
             if findings and low_trust and "envelope_markup" not in findings:
                 flagged.append(i)
