@@ -1,15 +1,44 @@
-# The worker image used by docker-compose.yml: the ctxbudget package with the kafka extra,
-# the shipped policies and topic specs. One image, one stage per container (its command).
-FROM python:3.11-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-WORKDIR /app
-COPY pyproject.toml README.md ./
+# syntax=docker/dockerfile:1
+# The worker image used by docker-compose.yml: ctxbudget with the `kafka` extra only (no
+# development broker, no test tools), every dependency pinned by constraints.txt, running as
+# a non-root user. One image, one stage per container (its command).
+#
+# The base image is pinned to a patch release; bump PYTHON_IMAGE deliberately (and add its
+# digest, `python:3.11.14-slim-bookworm@sha256:...`, where a registry can be asked for it).
+ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+
+# ---- build: dependencies first (cached until pyproject.toml or constraints.txt change),
+# ---- then the code, as a wheel that carries the policies and topic specs.
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+COPY pyproject.toml constraints.txt ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['kafka']))" > requirements.txt \
+ && pip install -c constraints.txt -r requirements.txt
+COPY README.md ./
 COPY ctxbudget ./ctxbudget
 COPY workers ./workers
-RUN pip install --no-cache-dir ".[kafka]"
+COPY policies ./policies
+COPY topics ./topics
+COPY examples/batches.jsonl ./examples/batches.jsonl
+RUN PIP_CONSTRAINT=/src/constraints.txt pip wheel --no-deps -w /wheels . \
+ && pip install --no-deps /wheels/ctxbudget-*.whl \
+ && pip check
+
+# ---- runtime: the interpreter, the venv, and the editable copies of the policies and specs.
+FROM ${PYTHON_IMAGE} AS runtime
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/venv/bin:$PATH
+COPY --from=build /opt/venv /opt/venv
+WORKDIR /app
+# The shipped policies and topic specs (also inside the package); mount your own over them.
 COPY policies ./policies
 COPY topics ./topics
 ENV CTXBUDGET_POLICIES=/app/policies
 USER 1000:1000
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["python", "-m", "workers.healthcheck"]
 ENTRYPOINT ["ctxbudget"]
 CMD ["worker", "all"]

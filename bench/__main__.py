@@ -6,7 +6,9 @@
     python -m bench kafka    [--topology split,fused] [--rate 100] [--duration 30] [--json-out F]
     python -m bench soak     [--minutes 10] [--rate 100] [--topology fused] [--json-out F]
     python -m bench soak --no-broker [--minutes 60] [--n 5000]   (the record path alone)
+    python -m bench soak --no-broker --hostile 4 [--rate 20]      (... with hostile batches)
     python -m bench quality  [--policy default@1] [--compare lean@1] [--sets a,b] [--json-out F]
+    python -m bench hostile  [--cases identical-3000,tokenizer-400] [--json-out F]
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
@@ -111,12 +113,26 @@ def _parser() -> argparse.ArgumentParser:
                 help="the fused record path alone, in a child process, for as long as asked "
                 "(the embedded broker cannot hold an hour: no retention)",
             )
+            p.add_argument(
+                "--hostile",
+                type=int,
+                default=0,
+                metavar="N",
+                help="with --no-broker: every N-th record a fresh hostile batch (huge and "
+                "identical passages, unavailable tokenizers, oversize, too many candidates, "
+                "near-identical passages, deep nesting)",
+            )
 
     p = sub.add_parser("quality", help="packing quality beside the naive assembler, per class")
     p.add_argument("--policy", default="default@1")
     p.add_argument("--compare", action="append", default=[], help="another policy to run too")
     p.add_argument("--sets", default="", help="comma-separated traffic sets (default: all)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--json-out")
+
+    p = sub.add_parser("hostile", help="what hostile batches cost: time and peak RSS per case")
+    p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
     p.add_argument("--json-out")
 
     p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
@@ -161,6 +177,11 @@ def _run(command: str, args: Any) -> int:
             )
             print(quality_suite.format_results(ref, results), end="\n\n", flush=True)
             report["policies"][ref] = [asdict(r) for r in results]
+    elif command == "hostile":
+        from bench import hostile
+
+        report.update(hostile.run(args))
+        print(hostile.render(report))
     elif command == "scaling":
         from bench import scaling
 

@@ -16,6 +16,14 @@ as long as the broker holds.
 The parent generates the traffic file (synthetic, ``--n`` distinct batches; more batches =
 more distinct texts for the caches to meet), starts the child, relays its per-minute lines
 and writes the same report shape as ``bench soak``.
+
+``--hostile N`` makes every N-th record a hostile one, made fresh by the child (so no cache
+ever meets it twice), in turn: a 60 KB passage of distinct words (within the limits: it
+fills the shingle and sentence memos), 1,500 identical passages, a tokenizer that is not
+available (the name varies), a 9 MB message, 5,000 candidates, 600 near-identical passages
+(over the consolidation work budget) and metadata nested 40 deep (see
+:mod:`bench.hostile`). The handler is built as ``WorkerApp`` builds it, with the input
+limits and the shipped topics' output limits.
 """
 
 from __future__ import annotations
@@ -53,21 +61,64 @@ def _lines(path: Path) -> Any:
         cycle += 1
 
 
-def child(path: Path, rate: float, minutes: float, sample_s: float, policy: str) -> int:
-    """Run the fused record path at ``rate`` for ``minutes``; one JSON line per sample."""
+def _handler(policy: str) -> Any:
+    """The fused handler as ``WorkerApp`` builds it: input limits, the topics' limits."""
     from workers.handlers import Context, Metrics, Pipelines, build_handler, static_assignment
-    from workers.settings import TopicNames
+    from workers.limits import LimitSettings, input_limits, load_specs, topic_limits
+    from workers.settings import WorkerSettings
 
+    settings, limits = WorkerSettings(), LimitSettings()
+    tops = topic_limits(settings, load_specs(limits))
+    held = input_limits(settings, limits, tops, settings.topics.candidates)
     ctx = Context(
-        pipelines=Pipelines(None),
-        topics=TopicNames(),
+        pipelines=Pipelines(None, max_pair_checks=held.max_pair_checks),
+        topics=settings.topics,
         metrics=Metrics(),
         assign=static_assignment(policy),
+        max_bytes=held.max_message_bytes,
+        limits=held,
+        topic_limits=tops,
     )
-    handler = build_handler("fused", ctx)
+    return build_handler("fused", ctx)
+
+
+def _hostile_lines(path: Path, every: int) -> Any:
+    """The file's lines, every ``every``-th replaced by a fresh hostile batch."""
+    from bench import hostile
+
+    oversize = b'{"request_id":"oversize","junk":"' + b"x" * (9 << 20) + b'"}'
+    deep: Any = "leaf"
+    for _ in range(40):
+        deep = {"k": deep}
+    kinds = [
+        lambda i: hostile.huge_passage(i, size=60_000, rid=f"hostile-long-{i}"),
+        lambda i: hostile.identical(1500, rid=f"hostile-identical-{i}"),
+        lambda i: hostile.bad_tokenizer(
+            i, name=("o200k_base", f"nope-{i}")[i % 2], rid=f"hostile-tok-{i}"
+        ),
+        lambda i: oversize,
+        lambda i: hostile.tiny(5000, rid=f"hostile-many-{i}"),
+        lambda i: hostile.near_identical(600, rid=f"hostile-near-{i}"),
+        lambda i: hostile.batch(
+            f"hostile-deep-{i}", [{**hostile.cand(0, hostile.PASSAGE), "metadata": deep}]
+        ),
+    ]
+    plain = _lines(path)
+    i = 0
+    while True:
+        i += 1
+        yield kinds[(i // every) % len(kinds)](i) if i % every == 0 else next(plain)
+
+
+def child(
+    path: Path, rate: float, minutes: float, sample_s: float, policy: str, hostile_every: int = 0
+) -> int:
+    """Run the fused record path at ``rate`` for ``minutes``; one JSON line per sample."""
+    handler = _handler(policy)
+    ctx = handler.ctx
     total = int(rate * minutes * 60)
     pid = os.getpid()
-    source = _lines(path)
+    source = _hostile_lines(path, hostile_every) if hostile_every else _lines(path)
     clock = time.monotonic
     start = clock()
     next_sample = start + sample_s
@@ -99,6 +150,11 @@ def child(path: Path, rate: float, minutes: float, sample_s: float, policy: str)
                 "handle_p99_ms": round(percentile(window, 99), 2),
                 "behind_schedule_ms_max": round(max(late), 1) if late else 0.0,
                 "dead_letters": ctx.metrics.counts.get("dead_letters", 0),
+                "limits": {
+                    k.removeprefix("limit."): v
+                    for k, v in ctx.metrics.snapshot().items()
+                    if k.startswith("limit.")
+                },
                 "output_mb": round(out_bytes / 1e6, 1),
             }
             print(json.dumps(sample), flush=True)
@@ -125,10 +181,13 @@ def run(args: Any) -> dict[str, Any]:
             str(args.minutes),
             str(args.sample_s),
             args.policy,
+            str(getattr(args, "hostile", 0) or 0),
         ]
+        hostile = getattr(args, "hostile", 0) or 0
         print(
             f"soak (no broker): the fused record path at {args.rate:g} batches/s for "
-            f"{args.minutes:g} min, {n_lines} distinct batches cycled",
+            f"{args.minutes:g} min, {n_lines} distinct batches cycled"
+            + (f", every {hostile}th record hostile" if hostile else ""),
             flush=True,
         )
         per_minute = max(1, int(60 / args.sample_s))
@@ -168,6 +227,8 @@ def summarise(samples: list[dict[str, Any]], args: Any, n_lines: int) -> dict[st
         "distinct_batches": n_lines,
         "records": samples[-1]["records"] if samples else 0,
         "dead_letters": samples[-1]["dead_letters"] if samples else 0,
+        "hostile_every": getattr(args, "hostile", 0) or 0,
+        "limits": samples[-1].get("limits", {}) if samples else {},
         "memory": {"worker_rss_mb": rss_verdict(samples, "worker_rss_mb")},
         "per_minute": per_minute,
         "samples": samples,
@@ -193,6 +254,10 @@ def render(report: dict[str, Any]) -> str:
         f"{report['minutes']:g} min, {report['records']} records, "
         f"{report['dead_letters']} dead letters"
     )
+    if report.get("hostile_every"):
+        head += f"; every {report['hostile_every']}th record hostile, limits met: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(report.get("limits", {}).items())
+        )
     verdict = (
         f"RSS after the first minute {m['first_after_1min_mb']:.1f} MB, at the end "
         f"{m['last_mb']:.1f} MB ({m['change_pct']:+.1f}%), peak {m['peak_mb']:.1f} MB: "
@@ -209,6 +274,14 @@ def render(report: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     path_arg, rate_arg, minutes_arg, sample_arg, policy_arg = sys.argv[1:6]
+    every = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     sys.exit(
-        child(Path(path_arg), float(rate_arg), float(minutes_arg), float(sample_arg), policy_arg)
+        child(
+            Path(path_arg),
+            float(rate_arg),
+            float(minutes_arg),
+            float(sample_arg),
+            policy_arg,
+            every,
+        )
     )

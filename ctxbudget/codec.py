@@ -12,6 +12,14 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from ctxbudget.errors import InputError
+from ctxbudget.limits import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
+from ctxbudget.limits import (
+    InputLimits,
+    check_batch,
+    check_message_size,
+    parser_depth_error,
+    precheck_candidates,
+)
 from ctxbudget.schemas import (
     CandidateBatch,
     ConsolidatedBatch,
@@ -21,8 +29,8 @@ from ctxbudget.schemas import (
 
 M = TypeVar("M", bound=BaseModel)
 
-#: Messages larger than this are refused before parsing (they go to the dead letters).
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+#: The limits :func:`decode` holds a CandidateBatch to when given none.
+DEFAULT_LIMITS = InputLimits()
 
 #: A dead letter keeps the whole original up to this size, else this many first bytes of it
 #: (with the sha256 and size of the whole).
@@ -174,31 +182,40 @@ def describe_validation(err: ValidationError, *, limit: int = 5) -> str:
     return "; ".join(parts)
 
 
-def decode(raw: bytes | str, model: type[M]) -> M:
+def decode(raw: bytes | str, model: type[M], *, limits: InputLimits | None = None) -> M:
     """Parse and validate one message; every failure is an :class:`InputError`.
 
-    A CandidateBatch (the one message that comes from outside) is held to strict JSON
-    besides: no key may appear twice in an object, and every integer must fit in 64 bits.
+    Every message is held to ``limits.max_message_bytes`` before it is parsed. A
+    CandidateBatch (the one message that comes from outside) is held to strict JSON besides
+    (no key may appear twice in an object, every integer must fit in 64 bits) and to the
+    rest of ``limits`` (:mod:`ctxbudget.limits`; the defaults when None): a batch over one
+    raises :class:`~ctxbudget.errors.LimitError` naming it, before any stage runs.
     """
-    size = len(raw)
-    if size > MAX_MESSAGE_BYTES:
-        raise InputError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+    limits = limits or DEFAULT_LIMITS
+    check_message_size(len(raw), limits)
+    if model is CandidateBatch:
+        precheck_candidates(raw, limits)
     if model is ConsolidatedBatch or model is PackedBatch:
         raw = _restore(raw)
     try:
         value = model.model_validate_json(raw)
     except ValidationError as e:
-        if any(x["type"] == "json_invalid" for x in e.errors()):
-            raise InputError(f"not valid JSON: {e.errors()[0]['msg']}") from e
+        invalid = [x for x in e.errors() if x["type"] == "json_invalid"]
+        if invalid:
+            msg = invalid[0]["msg"]
+            if "recursion limit exceeded" in msg:
+                raise parser_depth_error(msg.removeprefix("Invalid JSON: "), limits) from e
+            raise InputError(f"not valid JSON: {msg}") from e
         raise InputError(f"invalid {model.__name__}: {describe_validation(e)}") from e
     if isinstance(value, CandidateBatch):
         check_unique_keys(raw)
         check_int_ranges(value)
+        check_batch(value, limits)
     return value
 
 
-def decode_batch(raw: bytes | str) -> CandidateBatch:
-    return decode(raw, CandidateBatch)
+def decode_batch(raw: bytes | str, *, limits: InputLimits | None = None) -> CandidateBatch:
+    return decode(raw, CandidateBatch, limits=limits)
 
 
 # ---------------------------------------------------------------- strict JSON
@@ -306,8 +323,10 @@ def _shorten(text: str, limit: int = 200) -> str:
 
 def guess_request_id(raw: bytes | str) -> str | None:
     """The request_id of a message that failed validation, when it can still be read."""
-    if len(raw) > MAX_MESSAGE_BYTES:  # not worth parsing: it was refused unread
-        return None
+    if len(raw) > MAX_MESSAGE_BYTES:  # not worth parsing: read the id near the start
+        head = (raw[:4096].encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)[:4096]
+        m = _LEADING_ID.search(head)
+        return m.group(1).decode("utf-8", "replace") if m else None
     try:
         data: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -318,14 +337,20 @@ def guess_request_id(raw: bytes | str) -> str | None:
 
 #: A longer "request_id" of a dead message is not believed (it would become the record key).
 _MAX_GUESSED_ID = 1024
+#: The request id of a message too large to parse, when it is the first key (as the encoder
+#: writes it: after ``schema``) and has no escapes.
+_LEADING_ID = re.compile(
+    rb'\A\s*\{(?:\s*"schema"\s*:\s*"[^"\\]{0,64}"\s*,)?'
+    rb'\s*"request_id"\s*:\s*"([^"\\]{1,1024})"'
+)
 #: The error text of a dead letter is cut to this many characters.
 _MAX_ERROR_TEXT = 4096
 
 
-def _excerpt(data: bytes) -> tuple[str, str]:
-    """``data`` (its first DEAD_LETTER_EXCERPT_BYTES when longer) as text and its encoding:
-    UTF-8 when it is, else base64. A cut never splits a UTF-8 character."""
-    part = data[:DEAD_LETTER_EXCERPT_BYTES]
+def _excerpt(data: bytes, size: int = DEAD_LETTER_EXCERPT_BYTES) -> tuple[str, str]:
+    """``data`` (its first ``size`` bytes when longer) as text and its encoding: UTF-8 when
+    it is, else base64. A cut never splits a UTF-8 character."""
+    part = data[: max(0, size)]
     try:
         return part.decode("utf-8"), "utf-8"
     except UnicodeDecodeError as e:
@@ -354,14 +379,17 @@ def dead_letter(
     source: str,
     line: int | None = None,
     offset: int | None = None,
+    excerpt_bytes: int = DEAD_LETTER_EXCERPT_BYTES,
 ) -> DeadLetter:
     """A dead-letter record of the original bytes (base64 when not UTF-8), bounded in size.
 
-    Up to DEAD_LETTER_EXCERPT_BYTES the whole original is kept; a longer one keeps that
-    many first bytes. ``original_sha256`` and ``original_bytes`` always describe the whole.
+    Up to ``excerpt_bytes`` (DEAD_LETTER_EXCERPT_BYTES) the whole original is kept; a longer
+    one keeps that many first bytes. ``original_sha256`` and ``original_bytes`` always
+    describe the whole. Encoded, a dead letter is at most about 4/3 of the excerpt (base64)
+    plus 5 KiB (the error text, the ids and the field names).
     """
     data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
-    text, enc = _excerpt(data)
+    text, enc = _excerpt(data, excerpt_bytes)
     return DeadLetter(
         request_id=guess_request_id(data),
         stage=stage,

@@ -12,7 +12,10 @@ In order, on the candidates the router let through:
    containment; cosine when every candidate carries an embedding) form one source family,
    represented by its best-ranked copy (``duplicate`` / ``near_duplicate`` for the others).
    Two passages from distinct sources that both reach the policy's independent-authority
-   level are kept apart: they are confirmations, not copies.
+   level are kept apart: they are confirmations, not copies. Passages with the same shingle
+   set are grouped by hash first and only one of each group enters the pairwise work, so
+   identical copies cost linear time; the pairwise work left is counted before it is done
+   and held to ``max_pair_checks`` (:class:`~ctxbudget.errors.LimitError` beyond).
 
 Every decision is independent of the input order: candidates are first put in a canonical
 order, and every tie is broken on explicit keys.
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -30,6 +33,7 @@ from itertools import combinations
 import numpy as np
 
 from ctxbudget.codec import encode
+from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS, check_pair_work
 from ctxbudget.policy import Policy
 from ctxbudget.schemas import (
     Candidate,
@@ -90,8 +94,11 @@ class _Unit:
 class Consolidator:
     """Stage 2: routed batch in, consolidated batch out."""
 
-    def __init__(self, *, policy: Policy) -> None:
+    def __init__(self, *, policy: Policy, max_pair_checks: int = DEFAULT_MAX_PAIR_CHECKS) -> None:
+        if max_pair_checks < 1:
+            raise ValueError(f"max_pair_checks must be >= 1, got {max_pair_checks!r}")
         self.policy = policy
+        self.max_pair_checks = max_pair_checks
 
     def run(self, routed: RoutedBatch) -> ConsolidatedBatch:
         batch = routed.batch
@@ -214,24 +221,11 @@ class Consolidator:
         dropped: list[CandidateFate],
     ) -> list[ConsolidatedItem]:
         units.sort(key=lambda u: key(u.best))
-        parent = list(range(len(units)))
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
         exact = [u.norm for u in units]
-        for a, b in self._similar_pairs(units, repeated, cands, exact):
-            if exact[a] != exact[b] and self._independent(units[a], units[b], cands):
-                continue
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)  # the better-ranked unit stays the root
+        sets = self._join_copies(units, repeated, cands, exact)
         families: dict[int, list[int]] = defaultdict(list)
         for u in range(len(units)):
-            families[find(u)].append(u)
+            families[sets.find(u)].append(u)
         items = []
         for root in sorted(families):
             items.append(self._item(root, families[root], units, cands, exact, fld, dropped))
@@ -246,29 +240,83 @@ class Consolidator:
             a.source_id != b.source_id
             and self.policy.authority_of(a.source_id, a.authority) >= level
             and self.policy.authority_of(b.source_id, b.authority) >= level
-            and containment(ua.shingle_set, ub.shingle_set) < VERBATIM
+            and self._independent_texts(ua, ub)
+        )
+
+    @staticmethod
+    def _independent_texts(ua: _Unit, ub: _Unit) -> bool:
+        """Neither text is a verbatim copy of the other."""
+        return (
+            containment(ua.shingle_set, ub.shingle_set) < VERBATIM
             and jaccard(ua.shingle_set, ub.shingle_set) < VERBATIM
         )
 
-    def _similar_pairs(
+    def _join_copies(
         self,
         units: list[_Unit],
         repeated: dict[int, int],
         cands: Sequence[Candidate],
         exact: list[str],
-    ) -> list[tuple[int, int]]:
-        nd = self.policy.near_duplicate
-        pairs: set[tuple[int, int]] = set()
+    ) -> _Disjoint:
+        """The units joined into families (the best-ranked unit of each is its root)."""
+        sets = _Disjoint(len(units))
+        # Exact copies (the same normalised text) are one family, whatever their sources.
         first_by_text: dict[str, int] = {}
         for u, text in enumerate(exact):
-            if text in first_by_text:
-                pairs.add((first_by_text[text], u))
-            else:
-                first_by_text[text] = u
-        index = ShingleIndex([u.shingle_set for u in units], repeated, [u.shared for u in units])
-        pairs.update(near_duplicate_pairs(index, nd.jaccard, nd.containment))
-        pairs.update(_cosine_pairs(units, cands, nd.cosine))
-        return sorted(pairs)
+            sets.union(first_by_text.setdefault(text, u), u)
+        # Units with the same shingle set are copies by every measure (containment 1): one
+        # family, which its first unit stands for in the pairwise work, so identical
+        # passages cost one hash each instead of a pair with every other copy.
+        groups = _same_shingles(units)
+        for rep, members in groups.items():
+            for u in members[1:]:
+                sets.union(rep, u)
+        for a, b in self._near_pairs(units, repeated, groups):
+            if self._groups_join(groups[a], groups[b], units, cands):
+                sets.union(a, b)
+        cosine = self.policy.near_duplicate.cosine
+        for a, b in _cosine_pairs(units, cands, cosine, self.max_pair_checks):
+            if exact[a] == exact[b] or not self._independent(units[a], units[b], cands):
+                sets.union(a, b)
+        return sets
+
+    def _groups_join(
+        self, ga: list[int], gb: list[int], units: list[_Unit], cands: Sequence[Candidate]
+    ) -> bool:
+        """Whether two groups of identical units that are near-duplicates of each other are
+        one family: exactly when some unit of one and some unit of the other are not
+        independent confirmations (what pairing every unit with every unit would decide,
+        since the units of a group share one shingle set and so every similarity)."""
+        if len(ga) == 1 and len(gb) == 1:
+            return not self._independent(units[ga[0]], units[gb[0]], cands)
+        if not self._independent_texts(units[ga[0]], units[gb[0]]):
+            return True
+        level = self.policy.independent_authority
+        sides = []
+        for group in (ga, gb):
+            reps = [cands[units[u].best] for u in group]
+            if any(self.policy.authority_of(c.source_id, c.authority) < level for c in reps):
+                return True  # a unit below the independent-authority level: a copy
+            sides.append({c.source_id for c in reps})
+        return not sides[0].isdisjoint(sides[1])  # one source on both sides: a copy
+
+    def _near_pairs(
+        self, units: list[_Unit], repeated: dict[int, int], groups: dict[int, list[int]]
+    ) -> list[tuple[int, int]]:
+        """Near-duplicate pairs among the groups' first units (sorted)."""
+        nd = self.policy.near_duplicate
+        if len(groups) == len(units):
+            index = ShingleIndex(
+                [u.shingle_set for u in units], repeated, [u.shared for u in units]
+            )
+            reps = list(range(len(units)))
+        else:
+            reps = sorted(groups)
+            index = _index_of([units[r] for r in reps], repeated)
+        found = near_duplicate_pairs(
+            index, nd.jaccard, nd.containment, max_checks=self.max_pair_checks
+        )
+        return sorted((reps[a], reps[b]) for a, b in found)
 
     def _item(
         self,
@@ -287,6 +335,7 @@ class Consolidator:
         )
         members = [rep_unit.best, *rest]
         sources = [rep.source_id]
+        seen = {rep.source_id}
         for u in family[1:]:  # family[0] is the root: union keeps the better-ranked unit
             unit = units[u]
             reason: DropReason = "duplicate" if exact[u] == exact[root] else "near_duplicate"
@@ -295,7 +344,8 @@ class Consolidator:
                 dropped.append(
                     CandidateFate(chunk_id=cands[m].chunk_id, reason=reason, kept_as=rep.chunk_id)
                 )
-                if cands[m].source_id not in sources:
+                if cands[m].source_id not in seen:
+                    seen.add(cands[m].source_id)
                     sources.append(cands[m].source_id)
         return ConsolidatedItem(
             item_id=rep.chunk_id,
@@ -331,18 +381,23 @@ def _merge_spans(group: list[int], cands: Sequence[Candidate]) -> list[_Unit]:
         key=lambda i: (cands[i].span.start, cands[i].span.end, cands[i].chunk_id),  # type: ignore[union-attr]
     )
     units: list[_Unit] = []
+    # a merged unit's text is built from its parts once (appending to a str would copy the
+    # whole text for every chunk of a long document)
+    parts: list[list[str]] = []
+    length = 0  # of the last unit's text
     for i in spanned:
         c = cands[i]
         assert c.span is not None
         last = units[-1] if units else None
-        end = (last.span_start or 0) + len(last.text) if last is not None else -1
+        end = (last.span_start or 0) + length if last is not None else -1
         if last is not None and c.span.start <= end:
             if c.span.end > end:
                 skip = end - c.span.start
                 last.pieces.append(
-                    Piece(chunk_id=c.chunk_id, start=skip, end=len(c.text), at=len(last.text))
+                    Piece(chunk_id=c.chunk_id, start=skip, end=len(c.text), at=length)
                 )
-                last.text += c.text[skip:]
+                parts[-1].append(c.text[skip:])
+                length += len(c.text) - skip
             last.members.append(i)
             continue
         units.append(
@@ -353,6 +408,11 @@ def _merge_spans(group: list[int], cands: Sequence[Candidate]) -> list[_Unit]:
                 pieces=[Piece(chunk_id=c.chunk_id, start=0, end=len(c.text), at=0)],
             )
         )
+        parts.append([c.text])
+        length = len(c.text)
+    for unit, texts in zip(units, parts, strict=True):
+        if len(texts) > 1:
+            unit.text = "".join(texts)
     for i in group:
         if not _offsets_trusted(cands[i]):
             c = cands[i]
@@ -392,25 +452,81 @@ def _group_parents(units: list[_Unit], cands: Sequence[Candidate]) -> list[_Unit
             pieces=list(head.pieces),
             span_start=head.span_start,
         )
+        length = len(head.text)
         for u in group[1:]:
-            offset = len(merged.text) + len(PIECE_SEPARATOR)
-            merged.text += PIECE_SEPARATOR + u.text
+            offset = length + len(PIECE_SEPARATOR)
+            length = offset + len(u.text)
             merged.members.extend(u.members)
             merged.pieces.extend(p.model_copy(update={"at": p.at + offset}) for p in u.pieces)
+        if len(group) > 1:
+            merged.text = PIECE_SEPARATOR.join(u.text for u in group)
         out.append(merged)
     return out
 
 
+class _Disjoint:
+    """Union-find over ``0 .. n-1``; a set's root is always its smallest member."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)  # the better-ranked unit stays the root
+
+
+def _same_shingles(units: list[_Unit]) -> dict[int, list[int]]:
+    """Units grouped by equal, non-empty shingle sets: first unit -> the group, in order.
+
+    A unit with no shingles (no words) is a group of its own: it pairs with nothing.
+    """
+    first_of: dict[frozenset[int], int] = {}
+    groups: dict[int, list[int]] = {}
+    for u, unit in enumerate(units):
+        rep = first_of.setdefault(unit.shingle_set, u) if unit.shingle_set else u
+        groups.setdefault(rep, []).append(u)
+    return groups
+
+
+def _index_of(units: list[_Unit], repeated: dict[int, int]) -> ShingleIndex:
+    """The shingle index of ``units`` alone (the first unit of each group of copies).
+
+    ``repeated`` counts the shingles two units or more of the whole batch hold; a shingle
+    outside it is held by one unit, so only those are counted again among ``units``.
+    """
+    counts: Counter[int] = Counter()
+    for u in units:
+        counts.update(u.shared)
+    again = {g: n for g, n in counts.items() if n > 1}
+    return ShingleIndex(
+        [u.shingle_set for u in units], again, [u.shared & again.keys() for u in units]
+    )
+
+
 def _cosine_pairs(
-    units: list[_Unit], cands: Sequence[Candidate], threshold: float
+    units: list[_Unit], cands: Sequence[Candidate], threshold: float, max_checks: int
 ) -> list[tuple[int, int]]:
-    """Pairs whose representatives' embeddings are near-identical (all must have one)."""
+    """Pairs whose representatives' embeddings are near-identical (all must have one).
+
+    Every pair is compared (one matrix product): more pairs than ``max_checks`` raise
+    :class:`~ctxbudget.errors.LimitError` before the matrix is made.
+    """
     embs = [cands[u.best].embedding for u in units]
     if len(units) < 2 or any(e is None for e in embs):
         return []
     dims = {len(e) for e in embs if e is not None}
     if len(dims) != 1:
         return []
+    n = len(units)
+    check_pair_work(n * (n - 1) // 2, max_checks)
     m = np.asarray(embs, dtype=np.float64)
     norms = np.linalg.norm(m, axis=1)
     norms[norms == 0] = 1.0
@@ -421,7 +537,11 @@ def _cosine_pairs(
 
 
 def near_duplicate_pairs(
-    index: ShingleIndex, jaccard_min: float, containment_min: float
+    index: ShingleIndex,
+    jaccard_min: float,
+    containment_min: float,
+    *,
+    max_checks: int | None = None,
 ) -> list[tuple[int, int]]:
     """The pairs ``(a, b)``, ``a < b``, of shingle sets that share a shingle and whose Jaccard
     index reaches ``jaccard_min`` or whose containment reaches ``containment_min`` (in no
@@ -441,6 +561,10 @@ def near_duplicate_pairs(
     Shingles no other set holds can never be common: a set whose prefix holds only those is
     skipped without a probe. Every candidate pair is tested with the same arithmetic as
     :func:`ctxbudget.text.jaccard` and :func:`ctxbudget.text.containment`.
+
+    The work is the number of candidate pairs the probes make (with repeats), known from the
+    prefixes before any pair is made: over ``max_checks`` it raises
+    :class:`~ctxbudget.errors.LimitError` (many near-identical sets make it quadratic).
     """
     sets, freq, shared_of = index.sets, index.repeated, index.shared
     if not freq:
@@ -448,10 +572,7 @@ def near_duplicate_pairs(
     n_cont = [_shared_prefix(sets[u], m, containment_min) for u, m in enumerate(shared_of)]
     n_jac = [_shared_prefix(sets[u], m, jaccard_min) for u, m in enumerate(shared_of)]
     # each set's shared shingles, rarest first (only for the sets that probe at all)
-    ordered = [
-        sorted(sorted(m), key=freq.__getitem__) if max(c, j) > 0 else []
-        for m, c, j in zip(shared_of, n_cont, n_jac, strict=True)
-    ]
+    ordered = _probe_order(shared_of, n_cont, n_jac, freq, max_checks)
     candidates: set[tuple[int, int]] = set()
     # containment: each set's prefix against every set holding those shingles
     probes = [ordered[u][:k] for u, k in enumerate(n_cont) if k > 0]
@@ -481,6 +602,40 @@ def near_duplicate_pairs(
         ):
             out.append((a, b))
     return out
+
+
+def _probe_order(
+    shared_of: list[set[int]],
+    n_cont: list[int],
+    n_jac: list[int],
+    freq: dict[int, int],
+    max_checks: int | None,
+) -> list[list[int]]:
+    """Each set's shared shingles, rarest first (only for the sets that probe at all); the
+    work they will make is held to ``max_checks`` first."""
+    ordered = [
+        sorted(sorted(m), key=freq.__getitem__) if max(c, j) > 0 else []
+        for m, c, j in zip(shared_of, n_cont, n_jac, strict=True)
+    ]
+    if max_checks is not None:
+        check_pair_work(_pair_work(ordered, n_cont, n_jac, freq), max_checks)
+    return ordered
+
+
+def _pair_work(
+    ordered: list[list[int]], n_cont: list[int], n_jac: list[int], freq: dict[int, int]
+) -> int:
+    """The candidate pairs :func:`near_duplicate_pairs` makes, counted without making them:
+    a containment probe of shingle ``g`` meets the other sets holding it (``freq[g] - 1``);
+    the sets whose Jaccard prefixes hold ``g`` are paired with each other."""
+    work = 0
+    in_prefix: Counter[int] = Counter()
+    for u, (k_cont, k_jac) in enumerate(zip(n_cont, n_jac, strict=True)):
+        row = ordered[u]
+        for g in row[:k_cont]:
+            work += freq[g] - 1
+        in_prefix.update(row[:k_jac])
+    return work + sum(n * (n - 1) // 2 for n in in_prefix.values())
 
 
 def _shared_prefix(s: frozenset[int], shared: set[int], threshold: float) -> int:

@@ -17,3 +17,17 @@ class TokenizerError(InputError):
 
 class ConfigError(CtxBudgetError):
     """A policy, routing, topic or calibration file is invalid; raised at load time."""
+
+
+class LimitError(InputError):
+    """A batch (or a stage's output) is over a size or work limit; the message names it.
+
+    ``limit`` is the name of the limit (the setting that raises it, or the topic config),
+    ``size`` what was found and ``allowed`` the limit's value, in the limit's unit.
+    """
+
+    def __init__(self, message: str, *, limit: str, size: int, allowed: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.size = size
+        self.allowed = allowed

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ctxbudget.compress import SentenceAnalysis
 from ctxbudget.consolidate import Consolidator
 from ctxbudget.finish import PackFinisher
+from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.policy import Policy, PolicyStore, RoutingRules
 from ctxbudget.routing import QueryRouter
@@ -39,10 +40,11 @@ class Pipeline:
         rules: RoutingRules,
         tokenizers: TokenizerRegistry,
         evidence_filter: EvidenceFilter | None = None,
+        max_pair_checks: int = DEFAULT_MAX_PAIR_CHECKS,
     ) -> None:
         self.policy = policy
         self.router = QueryRouter(policy=policy, rules=rules, tokenizers=tokenizers)
-        self.consolidator = Consolidator(policy=policy)
+        self.consolidator = Consolidator(policy=policy, max_pair_checks=max_pair_checks)
         analyses: BoundedMemo[str, SentenceAnalysis] = BoundedMemo()
         self.selector = EvidenceSelector(
             policy=policy, evidence_filter=evidence_filter, analyses=analyses
@@ -56,6 +58,7 @@ class Pipeline:
         ref: str | PolicyRef,
         *,
         tokenizers: TokenizerRegistry | None = None,
+        max_pair_checks: int = DEFAULT_MAX_PAIR_CHECKS,
     ) -> Pipeline:
         from ctxbudget.filters import filter_for
 
@@ -65,6 +68,7 @@ class Pipeline:
             rules=rules,
             tokenizers=tokenizers or TokenizerRegistry(),
             evidence_filter=filter_for(policy, store.root),
+            max_pair_checks=max_pair_checks,
         )
 
     def run(

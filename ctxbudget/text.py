@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import unicodedata
 import zlib
@@ -199,15 +200,19 @@ _SHINGLE_MASK = 0xFFFFFFFFFFFF
 
 class _WordIds(dict[str, int]):
     """crc32 of each word's UTF-8 bytes, remembered (a lookup is cheaper than encoding and
-    hashing again); emptied when it grows past a vocabulary's worth of words."""
+    hashing again); emptied when it grows past a vocabulary's worth of words. Words over
+    ``longest`` characters (tokens, hashes, encoded blobs: rarely seen twice) are hashed
+    each time instead, so the memo stays under about 40 MB whatever the words."""
 
     limit = 1 << 18
+    longest = 32
 
     def __missing__(self, word: str) -> int:
-        if len(self) >= self.limit:
-            self.clear()
         value = zlib.crc32(word.encode("utf-8"))
-        self[word] = value
+        if len(word) <= self.longest:
+            if len(self) >= self.limit:
+                self.clear()
+            self[word] = value
         return value
 
 
@@ -352,35 +357,68 @@ def _index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
     return ShingleIndex(sets, repeated, shared)
 
 
-class _Memo:
-    """A bounded map from (text, size) to shingle sets; the oldest quarter goes when full.
+def _weight(text: str, value: frozenset[int]) -> int:
+    """Bytes an entry keeps alive: the text, the set's table and its ints (up to 2**48,
+    32 bytes each), and the entry itself."""
+    return sys.getsizeof(text) + sys.getsizeof(value) + 32 * len(value) + 200
 
-    Thread-safe for the workers' CPU threads. Values are immutable and a pure function of
-    the key, so the memo can never change a result, only skip recomputing one.
+
+class _Memo:
+    """A map from (text, size) to shingle sets, bounded in entries and in bytes; the oldest
+    quarter goes when either bound is reached.
+
+    The byte bound counts what an entry keeps alive (:func:`_weight`): the text of the key
+    and the set; one entry over an eighth of it is not remembered at all, so a few huge
+    passages cannot push out everything else. Thread-safe for the workers' CPU threads.
+    Values are immutable and a pure function of the key, so the memo can never change a
+    result, only skip recomputing one.
     """
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, max_bytes: int) -> None:
+        if maxsize < 1 or max_bytes < 1:
+            raise ValueError("the memo needs room for at least one entry")
         self.maxsize = maxsize
-        self._data: dict[tuple[str, int], frozenset[int]] = {}
+        self.max_bytes = max_bytes
+        self._data: dict[tuple[str, int], tuple[frozenset[int], int]] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
 
+    @property
+    def bytes(self) -> int:
+        """The bytes held, as :func:`_weight` counts them."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._data)
+
     def get(self, key: tuple[str, int]) -> frozenset[int] | None:
-        return self._data.get(key)
+        found = self._data.get(key)
+        return None if found is None else found[0]
 
     def put(self, key: tuple[str, int], value: frozenset[int]) -> None:
+        size = _weight(key[0], value)
+        if size > self.max_bytes // 8:
+            return
         with self._lock:
             data = self._data
-            if len(data) >= self.maxsize:
-                for old in list(islice(data, max(1, self.maxsize // 4))):
-                    del data[old]
-            data[key] = value
+            old_entry = data.pop(key, None)
+            if old_entry is not None:
+                self._bytes -= old_entry[1]
+            while data and (len(data) >= self.maxsize or self._bytes + size > self.max_bytes):
+                for old in list(islice(data, max(1, len(data) // 4))):
+                    self._bytes -= data.pop(old)[1]
+            data[key] = (value, size)
+            self._bytes += size
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._bytes = 0
 
 
-_SHINGLE_MEMO = _Memo(2048)
+#: 2,048 sets or 32 MiB, whichever is reached first (ordinary passages: about 18 MB when
+#: full, so the count bounds them; the bytes bound long ones).
+_SHINGLE_MEMO = _Memo(2048, 32 * 1024 * 1024)
 
 
 def text_shingles(text: str, size: int) -> frozenset[int]:

@@ -18,6 +18,9 @@ from typing import Any, Protocol
 
 from ctxbudget.errors import TokenizerError
 
+#: A failing tokenizer name longer than this is not remembered (no valid name is as long).
+_MAX_NAME = 200
+
 #: Encodings tiktoken fetches from this location; the cache file name is sha1(url).
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _KNOWN_ONLINE = ("r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base")
@@ -128,26 +131,43 @@ def _is_cached(name: str) -> bool:
 
 
 class TokenizerRegistry:
-    """Loads each tokenizer once and shares it; a name that fails is remembered as failing."""
+    """Loads each tokenizer once and shares it; a name that fails is remembered as failing.
 
-    def __init__(self) -> None:
+    A failure is remembered as its message only, for the ``max_failures`` names that failed
+    last (names over 200 characters, never valid, are not remembered): each request gets a fresh
+    :class:`TokenizerError`, so no traceback (and none of the frames, batches and bytes it
+    would hold) outlives the request that raised it, and names chosen by senders cannot
+    grow the registry.
+    """
+
+    def __init__(self, *, max_failures: int = 64) -> None:
+        if max_failures < 1:
+            raise ValueError(f"max_failures must be >= 1, got {max_failures!r}")
         self._counters: dict[str, TokenCounter] = {}
-        self._failures: dict[str, TokenizerError] = {}
+        self._failures: OrderedDict[str, str] = OrderedDict()
+        self._max_failures = max_failures
         self._lock = threading.Lock()
 
     def get(self, name: str) -> TokenCounter:
         with self._lock:
             if name in self._counters:
                 return self._counters[name]
-            if name in self._failures:
-                raise self._failures[name]
+            known = self._failures.get(name)
+            if known is not None:
+                self._failures.move_to_end(name)
+                raise TokenizerError(known)
             try:
                 counter: TokenCounter = TiktokenCounter(name)
             except TokenizerError as e:
-                self._failures[name] = e
-                raise
-            self._counters[name] = counter
-            return counter
+                message = str(e)
+            else:
+                self._counters[name] = counter
+                return counter
+            if len(name) <= _MAX_NAME:
+                self._failures[name] = message
+                if len(self._failures) > self._max_failures:
+                    self._failures.popitem(last=False)
+        raise TokenizerError(message)  # fresh, outside the handler of the first error
 
     def register(self, counter: TokenCounter) -> None:
         """Use ``counter`` for its name (tests use an :class:`ApproximateCounter`)."""

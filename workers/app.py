@@ -17,8 +17,6 @@ import contextlib
 import os
 import shutil
 import socket
-import ssl
-import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,11 +25,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import faust
+import orjson
 import structlog
 
 from ctxbudget.codec import encode
-from ctxbudget.rollout import ControlApplied, ControlState, load_rollout
-from workers.control import ControlFollower, ControlHolder, baseline_only
+from ctxbudget.rollout import ControlApplied, ControlState
+from workers import clients, scratch
+from workers.control import ControlFollower, ControlHolder, baseline_only, starting_state
+from workers.delivery import deliver, deliver_alone, handle_safely
 from workers.handlers import (
     STAGES,
     Context,
@@ -43,10 +44,23 @@ from workers.handlers import (
     input_topic,
     rollout_assignment,
 )
+from workers.limits import (
+    LimitSettings,
+    TopicsMissingError,
+    check_topics,
+    input_limits,
+    load_specs,
+    topic_limits,
+)
+from workers.logs import bind_request
+from workers.logs import configure as configure_logs
+from workers.observability import Observability, PackFacts
 from workers.settings import WorkerSettings
 
 #: Stages whose lanes depend on the control state.
 CONTROLLED = ("route", "fused", "shadow")
+#: Exit status of a worker that does not start because a topic it uses is missing (EX_CONFIG).
+EXIT_TOPICS_MISSING = 78
 
 
 def limit_fetch_wait(ms: int) -> None:
@@ -71,9 +85,8 @@ def limit_fetch_wait(ms: int) -> None:
 
 
 def initial_state(settings: WorkerSettings, policies: Path) -> ControlState:
-    """policies/rollout.yaml when present, else the baseline from CTXBUDGET_POLICY."""
-    path = policies / "rollout.yaml"
-    return load_rollout(path) if path.exists() else ControlState(baseline=settings.policy)
+    """policies/rollout.yaml (its baseline replaced by CTXBUDGET_POLICY when that is set)."""
+    return starting_state(settings, policies)
 
 
 log = structlog.get_logger("ctxbudget.worker")
@@ -84,42 +97,53 @@ MAX_BATCH = 32
 
 def _handle_all(handler: Handler, source: str, events: Sequence[Any]) -> list[list[Output]]:
     """Handle a batch of records in the CPU thread (handlers never raise for bad input)."""
-    return [handler.handle(e.message.value, source=source, offset=e.message.offset) for e in events]
+    out = []
+    for e in events:
+        key = e.message.key
+        with bind_request(key.decode("utf-8", "replace") if key else None):
+            out.append(
+                handle_safely(handler, e.message.value, source=source, offset=e.message.offset)
+            )
+    return out
 
 
-def _exit_without_ack(error: BaseException, pending: int) -> NoReturn:
-    """Outputs were not acknowledged: stop at once, before any offset of them is committed."""
+def _exit_without_ack(error: BaseException, pending: int, datadir: str) -> NoReturn:
+    """The broker cannot take outputs: stop at once, before any offset of them is committed
+    (the inputs are redelivered after the restart, or to the worker taking them over)."""
     log.critical(
         "outputs not acknowledged by the broker; exiting without acking the inputs",
         error=repr(error),
         inputs=pending,
     )
+    shutil.rmtree(datadir, ignore_errors=True)
     os._exit(70)
 
 
-def _credentials(settings: WorkerSettings) -> Any:
-    proto = settings.security_protocol
-    if proto == "PLAINTEXT":
+def _field(value: bytes, name: str) -> str | None:
+    try:
+        found = orjson.loads(value).get(name)
+    except (orjson.JSONDecodeError, AttributeError):
         return None
-    context = None
-    if proto in ("SSL", "SASL_SSL"):
-        context = ssl.create_default_context(
-            cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None
+    return found if isinstance(found, str) else None
+
+
+def _pack_facts(value: bytes) -> PackFacts | None:
+    try:
+        pack = orjson.loads(value)
+        return PackFacts(
+            lane=str(pack["lane"]),
+            evidence_tokens=int(pack["evidence_tokens"]),
+            evidence_budget=int(pack["budget"]["evidence_budget"]),
+            dropped={str(k): int(v) for k, v in pack.get("dropped", {}).items()},
+            withheld=len(pack.get("withheld", ())),
         )
-        if settings.ssl_certfile:
-            context.load_cert_chain(
-                str(settings.ssl_certfile),
-                str(settings.ssl_keyfile) if settings.ssl_keyfile else None,
-            )
-    if proto == "SSL":
-        return faust.SSLCredentials(context)
-    password = settings.sasl_password.get_secret_value() if settings.sasl_password else ""
-    return faust.SASLCredentials(
-        username=settings.sasl_username or "",
-        password=password,
-        mechanism=settings.sasl_mechanism,
-        ssl_context=context,
-    )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _credentials(settings: WorkerSettings) -> Any:
+    """faust's broker credentials, from the one client-config factory (workers.clients)."""
+    return clients.faust_credentials(settings)
 
 
 class WorkerApp:
@@ -134,7 +158,13 @@ class WorkerApp:
         self.settings = settings
         self.stages = list(stages)
         self.metrics = Metrics()
-        self.pipelines = pipelines or Pipelines(settings.policies)
+        self.obs = Observability(worker="+".join(self.stages))
+        self.limits = LimitSettings()
+        self.topic_specs = load_specs(self.limits)
+        self.topic_limits = topic_limits(settings, self.topic_specs)
+        self.pipelines = pipelines or Pipelines(
+            settings.policies, max_pair_checks=self.limits.max_pair_checks
+        )
         self.file_state = initial_state(settings, self.pipelines.store.root)
         self.holder = ControlHolder(self.file_state)
         self.follower: ControlFollower | None = None
@@ -146,6 +176,7 @@ class WorkerApp:
             max_bytes=settings.max_message_bytes,
             write_intermediate=settings.write_intermediate,
             compact_intermediate=settings.compact_intermediate,
+            topic_limits=self.topic_limits,
         )
         self.executor = ThreadPoolExecutor(
             max_workers=settings.cpu_threads, thread_name_prefix="ctxbudget-cpu"
@@ -154,7 +185,10 @@ class WorkerApp:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{'+'.join(self.stages)}"
         self._producer: Any = None
         name = "-".join(self.stages) if len(self.stages) < 4 else "all"
-        self._datadir = tempfile.mkdtemp(prefix=f"ctxbudget-{name}-")
+        folder, abandoned = scratch.make(name)  # and remove those of killed workers
+        self._datadir = str(folder)
+        if abandoned:
+            log.info("removed scratch folders of stopped workers", folders=len(abandoned))
         limit_fetch_wait(settings.fetch_max_wait_ms)
         self.app = faust.App(
             f"{settings.group_prefix}-{name}",
@@ -185,6 +219,7 @@ class WorkerApp:
             self._add_agent(stage)
         self.app.timer(0.5)(self._measure_lag)
         self.app.timer(10.0)(self._log_metrics)
+        self.app.timer(5.0)(self._observe_consumer)
 
     def _topic(self, name: str) -> faust.TopicT:
         if name not in self._out_topics:
@@ -197,8 +232,10 @@ class WorkerApp:
         ctx = self.ctx
         if stage == "shadow":
             ctx = replace(ctx, assign=rollout_assignment(self.holder.get, "shadow"))
-        handler = build_handler(stage, ctx)
         source = input_topic(stage, self.settings.topics)
+        held = input_limits(self.settings, self.limits, self.topic_limits, source)
+        ctx = replace(ctx, max_bytes=held.max_message_bytes, limits=held)
+        handler = build_handler(stage, ctx)
         topic = self._topic(source)
         for name in (
             self.settings.topics.routed,
@@ -229,8 +266,11 @@ class WorkerApp:
     # together, the acks are awaited together, then the inputs are acked in arrival order.
     # Under load a batch grows and the per-record costs (thread hand-off, ack round trip)
     # are shared; at low rates a batch is one record and nothing waits for company.
-    # An output the broker refuses (after the producer's own retries) ends the process
-    # without acking: the inputs are redelivered to whoever takes the partitions over.
+    # Every output was checked against its topic's limit first. An output the broker still
+    # refuses for what it is (too large, corrupt) makes its input go alone, then as a dead
+    # letter, else skipped (workers.delivery): one record never stops a partition. Any other
+    # failure (the broker unreachable, timing out, refusing access) ends the process without
+    # acking: the inputs are redelivered to whoever takes the partitions over.
 
     async def _consume(self, handler: Handler, source: str, stream: Any) -> None:
         plain = stream.noack()
@@ -250,26 +290,75 @@ class WorkerApp:
             events = [await queue.get()]
             while len(events) < MAX_BATCH and not queue.empty():
                 events.append(queue.get_nowait())
+            started = time.perf_counter()
             try:
                 results = await loop.run_in_executor(
                     self.executor, _handle_all, handler, source, events
                 )
+                handled = time.perf_counter() - started
                 producer = self.app.producer
-                acks = [
-                    await producer.send(o.topic, o.key, o.value, None, None, None)
-                    for outputs in results
-                    for o in outputs
-                ]
-                await asyncio.gather(*acks)  # every output is on the broker
+                refused = await deliver(producer, results)  # every output is on the broker
+                for i, first in sorted(refused.items()):
+                    message = events[i].message
+                    await deliver_alone(
+                        producer,
+                        handler,
+                        raw=message.value,
+                        source=source,
+                        offset=message.offset,
+                        outputs=results[i],
+                        first=first,
+                    )
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # whatever it was, the inputs must not be acked
-                _exit_without_ack(e, len(events))
+            except Exception as e:  # the broker cannot take outputs: do not ack the inputs
+                _exit_without_ack(e, len(events), self._datadir)
             for event in events:
                 await stream.ack(event)
             self.metrics.inc("records", len(events))
+            self._observe(handler.stage, handled / len(events), results)
+
+    def _observe(self, stage: str, seconds: float, results: Sequence[Sequence[Output]]) -> None:
+        """Metrics of the records just handled (reads only the small Pack and dead-letter
+        fields it needs; never evidence text)."""
+        t = self.settings.topics
+        for outputs in results:
+            dead: list[str] = []
+            packs: list[PackFacts] = []
+            for out in outputs:
+                if out.topic == t.deadletter:
+                    dead.append(_field(out.value, "error_type") or "unknown")
+                elif out.topic in (t.packs, t.shadow):
+                    facts = _pack_facts(out.value)
+                    if facts is not None:
+                        packs.append(facts)
+            self.obs.observe(
+                stage, seconds, [o.topic for o in outputs], dead_letter_types=dead, packs=packs
+            )
+
+    async def _observe_consumer(self) -> None:
+        """Consumer lag per assigned partition, readiness, the control state."""
+        self.obs.tick()
+        app = self.app
+        # A rebalance has completed (generation ids start at 0 on some brokers: not a signal).
+        joined = getattr(app, "rebalancing_count", 0) > 0 and not app.rebalancing
+        self.obs.joined(joined)
+        state = self.holder.get()
+        self.obs.set_control(
+            percent=state.percent, killed=state.killed, shadow=state.shadow, version=state.version
+        )
+        try:
+            consumer = app.consumer
+            for tp in sorted(consumer.assignment()):
+                end = consumer.highwater(tp)
+                position = await consumer.position(tp)
+                if end is not None and position is not None:
+                    self.obs.set_lag(tp.topic, tp.partition, end - position)
+        except Exception as e:  # lag is best effort; a rebalance may be under way
+            log.debug("consumer lag not measured", error=str(e))
 
     async def _measure_lag(self) -> None:
+        self.obs.tick()
         t0 = time.perf_counter()
         await asyncio.sleep(0.05)
         lag = (time.perf_counter() - t0 - 0.05) * 1000
@@ -285,18 +374,49 @@ class WorkerApp:
             **self.metrics.snapshot(),
         )
 
+    def used_topics(self) -> list[str]:
+        """Every topic this worker reads or writes records on (the control topic aside)."""
+        t = self.settings.topics
+        made = {
+            "route": [t.routed],
+            "consolidate": [t.consolidated],
+            "select": [t.packed],
+            "compress": [t.packs, t.shadow],
+            "fused": [t.packs, t.shadow],
+            "shadow": [t.shadow],
+        }
+        names = [t.audit, t.deadletter]
+        for stage in self.stages:
+            names += [input_topic(stage, t), *made[stage]]
+            if stage == "fused" and self.settings.write_intermediate:
+                names += [t.routed, t.consolidated, t.packed]
+        return list(dict.fromkeys(names))
+
+    def check_topics(self) -> None:
+        """Refuse to start while a topic this worker reads or writes records on is missing
+        (the broker would create it with its own defaults on first use); log how the others
+        differ from their specs. The control topic is not checked: without it a worker packs
+        with the baseline policy (``start_control``)."""
+        if not self.limits.check_topics:
+            return
+        for warning in check_topics(self.settings, self.topic_specs, self.used_topics()):
+            log.warning("topic differs from its spec: " + warning)
+
     def start_control(self, timeout_s: float = 10.0) -> None:
         """Read the control topic to its end before packing; fall back to the baseline only."""
         if not any(s in CONTROLLED for s in self.stages):
+            self.obs.control_read()
             return
         self.follower = ControlFollower(
             bootstrap=self.settings.bootstrap(),
+            settings=self.settings,
             topic=self.settings.topics.control,
             holder=self.holder,
             on_apply=self._control_applied,
         )
         self.follower.start()
         if self.follower.wait_caught_up(timeout_s):
+            self.obs.control_read()
             state = self.holder.get()
             log.info(
                 "control state in force",
@@ -318,6 +438,7 @@ class WorkerApp:
 
     def _control_applied(self, state: ControlState, lag_ms: float) -> None:
         self.metrics.inc("control_applied")
+        self.obs.control_read()
         event = ControlApplied(
             worker=self.worker_id, version=state.version, lag_ms=lag_ms, killed=state.killed
         )
@@ -330,14 +451,29 @@ class WorkerApp:
 
     def _control_producer(self) -> Any:
         if self._producer is None:
-            from kafka import KafkaProducer
-
-            self._producer = KafkaProducer(bootstrap_servers=self.settings.bootstrap(), acks="all")
+            self._producer = clients.producer(
+                self.settings, client_id="ctxbudget-control", acks="all"
+            )
         return self._producer
 
     def run(self) -> None:
         """Run until SIGTERM/SIGINT: faust then stops the agents, commits and leaves the group."""
+        configure_logs(
+            level=self.settings.log_level,
+            fmt=None if self.settings.log_format == "auto" else self.settings.log_format,
+            evidence=self.settings.log_evidence,
+        )
         log.info("worker starting", stages=self.stages, settings=self.settings.describe())
+        if self.settings.metrics_port:
+            port = self.obs.serve(self.settings.metrics_port)
+            log.info("metrics and health served", port=port, paths="/metrics /healthz /readyz")
+        try:
+            self.check_topics()
+        except TopicsMissingError as e:
+            log.critical("WORKER NOT STARTED: " + str(e))
+            self.executor.shutdown(wait=False)
+            shutil.rmtree(self._datadir, ignore_errors=True)
+            raise SystemExit(EXIT_TOPICS_MISSING) from e
         self.start_control()
         worker = faust.Worker(
             self.app, loglevel=self.settings.log_level.lower(), quiet=True, override_logging=False
@@ -354,6 +490,7 @@ class WorkerApp:
                 max_loop_lag_ms=round(self.max_lag_ms, 1),
                 **self.metrics.snapshot(),
             )
+            self.obs.close()
             if self.follower is not None:
                 self.follower.stop()
             if self._producer is not None:

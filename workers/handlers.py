@@ -2,9 +2,13 @@
 
 A handler takes the raw bytes of one input record and returns the records to produce: the
 stage's output, its TraceEvent for the audit topic, or a dead letter. It never raises for
-bad input: undecodable bytes, schema violations, oversize messages and unknown tokenizers
-become dead letters; so does an unexpected error (with its type), so one poison record can
-never crash-loop a worker. The faust agents in :mod:`workers.app` only move bytes.
+bad input: undecodable bytes, schema violations, a batch over an input limit and unknown
+tokenizers become dead letters; so does an unexpected error (with its type), so one poison
+record can never crash-loop a worker. Every record it returns fits its topic: an output
+over the topic's ``max.message.bytes`` is replaced by a dead letter naming the topic, the
+limit and the size, and a dead letter is cut until it fits the dead-letter topic (a record
+that cannot even be dead-lettered is skipped, counted and logged). The faust agents in
+:mod:`workers.app` only move bytes.
 
 Because the handlers call the very stage objects of :class:`ctxbudget.pipeline.Pipeline`,
 a pack made on Kafka is byte-identical to one made by ``ctxbudget pack``.
@@ -15,14 +19,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import structlog
 from pydantic import BaseModel
 
-from ctxbudget.codec import MAX_MESSAGE_BYTES, dead_letter, decode, encode, encode_compact
-from ctxbudget.errors import CtxBudgetError, InputError
+from ctxbudget.codec import (
+    DEAD_LETTER_EXCERPT_BYTES,
+    MAX_MESSAGE_BYTES,
+    dead_letter,
+    decode,
+    encode,
+    encode_compact,
+)
+from ctxbudget.errors import CtxBudgetError, InputError, LimitError
+from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS, InputLimits, check_message_size
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.rollout import Assignment, ControlState, live_assignment, shadow_assignment
@@ -41,6 +54,8 @@ from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, sele
 from workers.settings import TopicNames
 
 STAGES = ("route", "consolidate", "select", "compress", "fused", "shadow")
+
+log = structlog.get_logger("ctxbudget.worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +87,12 @@ class Metrics:
 class Pipelines:
     """One Pipeline per policy name@version, built on first use and shared."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(
+        self, root: Path | None = None, *, max_pair_checks: int = DEFAULT_MAX_PAIR_CHECKS
+    ) -> None:
         self.store = PolicyStore.load(root or default_policies_dir())
         self.tokenizers = TokenizerRegistry()
+        self.max_pair_checks = max_pair_checks
         self._by_ref: dict[str, Pipeline] = {}
         self._lock = threading.Lock()
 
@@ -82,7 +100,12 @@ class Pipelines:
         key = str(ref)
         with self._lock:
             if key not in self._by_ref:
-                self._by_ref[key] = Pipeline.from_store(self.store, key, tokenizers=self.tokenizers)
+                self._by_ref[key] = Pipeline.from_store(
+                    self.store,
+                    key,
+                    tokenizers=self.tokenizers,
+                    max_pair_checks=self.max_pair_checks,
+                )
             return self._by_ref[key]
 
 
@@ -117,9 +140,24 @@ def _key(request_id: str) -> bytes:
     return request_id.encode("utf-8")
 
 
+def record_size(out: Output) -> int:
+    """What ``out`` weighs in a produce request, as a topic's max.message.bytes counts it."""
+    return len(out.value) + len(out.key or b"") + RECORD_OVERHEAD
+
+
+#: What a record adds to its key and value in a produce request (see workers.limits).
+RECORD_OVERHEAD = 128
+
+
 @dataclass(frozen=True)
 class Context:
-    """What every handler of a worker shares."""
+    """What every handler of a worker shares.
+
+    ``max_bytes`` is the largest input record; ``limits`` the other input limits (its own
+    ``max_message_bytes`` is replaced by ``max_bytes``). ``topic_limits`` maps a topic name
+    to the largest record it takes (key + value + RECORD_OVERHEAD); a topic not in it is
+    not checked.
+    """
 
     pipelines: Pipelines
     topics: TopicNames
@@ -128,6 +166,8 @@ class Context:
     max_bytes: int = MAX_MESSAGE_BYTES
     write_intermediate: bool = False
     compact_intermediate: bool = True
+    limits: InputLimits = field(default_factory=InputLimits)
+    topic_limits: Mapping[str, int] = field(default_factory=dict)
 
 
 class Handler:
@@ -141,36 +181,86 @@ class Handler:
         self.topics = ctx.topics
         self.metrics = ctx.metrics
         self.max_bytes = ctx.max_bytes
+        self.limits = replace(ctx.limits, max_message_bytes=ctx.max_bytes)
 
     def handle(
         self, raw: bytes | None, *, source: str = "", offset: int | None = None
     ) -> list[Output]:
+        """The records to produce for one input record (never raises for bad input)."""
         if raw is None:
             raw = b""
         try:
-            if len(raw) > self.max_bytes:
-                raise InputError(
-                    f"message of {len(raw)} bytes is over the {self.max_bytes}-byte limit"
-                )
+            check_message_size(len(raw), self.limits)
             outputs = self.run(raw)
+        except LimitError as e:
+            self.metrics.inc(f"limit.{e.limit}")
+            return self.dead(raw, e, source, offset)
         except InputError as e:
-            return [self._dead(raw, e, source, offset)]
+            return self.dead(raw, e, source, offset)
         except CtxBudgetError as e:  # configuration trouble met at run time: keep the input
-            return [self._dead(raw, e, source, offset)]
+            return self.dead(raw, e, source, offset)
         except Exception as e:  # a bug must not crash-loop the worker: keep the input
             self.metrics.inc("errors")
-            return [self._dead(raw, e, source, offset)]
+            return self.dead(raw, e, source, offset)
+        too_large = self._too_large(outputs)
+        if too_large is not None:
+            self.metrics.inc("limit.output_bytes")
+            return self.dead(raw, too_large, source, offset)
         self.metrics.inc(f"{self.stage}.ok")
         return outputs
 
     def run(self, raw: bytes) -> list[Output]:
         raise NotImplementedError
 
-    def _dead(self, raw: bytes, error: BaseException, source: str, offset: int | None) -> Output:
-        self.metrics.inc("dead_letters")
-        dl = dead_letter(raw, error, stage=self.stage, source=source, offset=offset)
-        key = _key(dl.request_id) if dl.request_id else None
-        return Output(self.topics.deadletter, key, encode(dl))
+    def fits(self, out: Output) -> bool:
+        """Whether ``out`` is within its topic's record limit."""
+        limit = self.ctx.topic_limits.get(out.topic)
+        return limit is None or record_size(out) <= limit
+
+    def _too_large(self, outputs: Sequence[Output]) -> LimitError | None:
+        for out in outputs:
+            if not self.fits(out):
+                limit = self.ctx.topic_limits[out.topic]
+                size = record_size(out)
+                return LimitError(
+                    f"output to {out.topic}: a record of {size:,} bytes is over the topic's "
+                    f"limit of {limit:,} bytes (max.message.bytes); nothing of this input "
+                    "was produced",
+                    limit=f"max.message.bytes of {out.topic}",
+                    size=size,
+                    allowed=limit,
+                )
+        return None
+
+    def dead(
+        self, raw: bytes, error: BaseException, source: str, offset: int | None
+    ) -> list[Output]:
+        """The dead letter for ``raw``, its excerpt cut until it fits the dead-letter topic;
+        nothing (the record is skipped, counted and logged) when not even that fits."""
+        excerpt = DEAD_LETTER_EXCERPT_BYTES
+        while True:
+            dl = dead_letter(
+                raw, error, stage=self.stage, source=source, offset=offset, excerpt_bytes=excerpt
+            )
+            key = _key(dl.request_id) if dl.request_id else None
+            out = Output(self.topics.deadletter, key, encode(dl))
+            if self.fits(out):
+                self.metrics.inc("dead_letters")
+                return [out]
+            if excerpt == 0:
+                break
+            excerpt = min(excerpt // 2, max(0, len(raw) // 2))
+        self.metrics.inc("skipped")
+        log.error(
+            "RECORD SKIPPED: not even its dead letter fits the dead-letter topic",
+            stage=self.stage,
+            source=source,
+            offset=offset,
+            error=f"{type(error).__name__}: {str(error)[:300]}",
+            dead_letter_bytes=record_size(out),
+            limit=self.ctx.topic_limits.get(out.topic),
+        )
+        return []
 
     def _emit(self, topic: str, model: BaseModel, request_id: str) -> Output:
         # intermediate batches travel compact unless configured otherwise (derivable item
@@ -195,7 +285,7 @@ class RouteHandler(Handler):
     stage = "route"
 
     def run(self, raw: bytes) -> list[Output]:
-        batch = decode(raw, CandidateBatch)
+        batch = decode(raw, CandidateBatch, limits=self.limits)
         out: list[Output] = []
         for a in self.ctx.assign(batch):
             t0 = time.perf_counter()
@@ -210,7 +300,7 @@ class ConsolidateHandler(Handler):
     stage = "consolidate"
 
     def run(self, raw: bytes) -> list[Output]:
-        routed = decode(raw, RoutedBatch)
+        routed = decode(raw, RoutedBatch, limits=self.limits)
         t0 = time.perf_counter()
         cb = self.pipelines.get(routed.policy).consolidator.run(routed)
         latency = _ms(t0)
@@ -224,7 +314,7 @@ class SelectHandler(Handler):
     stage = "select"
 
     def run(self, raw: bytes) -> list[Output]:
-        cb = decode(raw, ConsolidatedBatch)
+        cb = decode(raw, ConsolidatedBatch, limits=self.limits)
         t0 = time.perf_counter()
         packed = self.pipelines.get(cb.routed.policy).selector.run(cb)
         latency = _ms(t0)
@@ -238,7 +328,7 @@ class CompressHandler(Handler):
     stage = "compress"
 
     def run(self, raw: bytes) -> list[Output]:
-        packed = decode(raw, PackedBatch)
+        packed = decode(raw, PackedBatch, limits=self.limits)
         t0 = time.perf_counter()
         finished = self.pipelines.get(packed.consolidated.routed.policy).finisher.run(packed)
         latency = _ms(t0)
@@ -254,7 +344,7 @@ class FusedHandler(Handler):
     stage = "fused"
 
     def run(self, raw: bytes) -> list[Output]:
-        batch = decode(raw, CandidateBatch)
+        batch = decode(raw, CandidateBatch, limits=self.limits)
         out: list[Output] = []
         for a in self.ctx.assign(batch):
             pipe = self.pipelines.get(a.policy)

@@ -71,6 +71,15 @@ class WorkerSettings(BaseSettings):
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="json in production; auto = console in a terminal"
+    )
+    log_evidence: bool = Field(
+        default=False, description="debugging only: let evidence text into the logs"
+    )
+    metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="Prometheus /metrics, /healthz, /readyz; 0 = off"
+    )
 
     def bootstrap(self) -> list[str]:
         return [b.strip() for b in self.brokers.split(",") if b.strip()]

@@ -17,10 +17,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ctxbudget.resources import shipped
+from workers import clients
+
+if TYPE_CHECKING:
+    from workers.settings import WorkerSettings
 
 __all__ = [
     "DEFAULT_TOPICS_DIR",
@@ -37,7 +43,8 @@ __all__ = [
     "verify_topics",
 ]
 
-DEFAULT_TOPICS_DIR = Path(__file__).resolve().parent.parent / "topics"
+#: The shipped topic specs: the checkout's ``topics/``, else the copy inside the package.
+DEFAULT_TOPICS_DIR = shipped("topics")
 
 _TOPIC_NAME = r"^[A-Za-z0-9._-]{1,249}$"
 _CLEANUP_POLICIES = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
@@ -240,14 +247,16 @@ class DriftFinding(BaseModel):
 
 
 @contextlib.contextmanager
-def _admin(bootstrap: str, *, timeout_s: float) -> Iterator[Any]:
-    from kafka import KafkaAdminClient
+def _admin(
+    bootstrap: str, *, timeout_s: float, settings: WorkerSettings | None = None
+) -> Iterator[Any]:
     from kafka.errors import KafkaError
 
     timeout_ms = int(timeout_s * 1000)
     try:
-        client = KafkaAdminClient(
-            bootstrap_servers=bootstrap,
+        client = clients.admin_client(
+            settings,
+            brokers=bootstrap,
             client_id="ctxbudget-topics",
             bootstrap_timeout_ms=timeout_ms,
             request_timeout_ms=timeout_ms,
@@ -277,15 +286,17 @@ def apply_topics(
     *,
     replication_factor: int | None = None,
     timeout_s: float = 30.0,
+    settings: WorkerSettings | None = None,
 ) -> ApplyReport:
     """Create the topics of ``specs`` that do not exist; leave existing ones untouched.
 
     ``replication_factor`` overrides every spec's (the shipped specs say 1, for one broker;
     pass 3 against a production cluster). Existing topics are reported, never altered: run
-    :func:`verify_topics` to see how they differ.
+    :func:`verify_topics` to see how they differ. ``settings`` carries the cluster's
+    security (SASL / TLS); None connects in plaintext.
     """
     _check_admin_args(bootstrap, timeout_s, replication_factor)
-    with _admin(bootstrap, timeout_s=timeout_s) as admin:
+    with _admin(bootstrap, timeout_s=timeout_s, settings=settings) as admin:
         present = set(admin.list_topics())
         missing = [spec for spec in specs if spec.name not in present]
         raced = _create(admin, missing, replication_factor, timeout_s) if missing else set()
@@ -329,10 +340,11 @@ def verify_topics(
     *,
     replication_factor: int | None = None,
     timeout_s: float = 30.0,
+    settings: WorkerSettings | None = None,
 ) -> list[DriftFinding]:
     """Compare the broker's topics with ``specs``; an empty list means no drift."""
     _check_admin_args(bootstrap, timeout_s, replication_factor)
-    with _admin(bootstrap, timeout_s=timeout_s) as admin:
+    with _admin(bootstrap, timeout_s=timeout_s, settings=settings) as admin:
         present = set(admin.list_topics())
         found = [spec for spec in specs if spec.name in present]
         described = {t["name"]: t for t in admin.describe_topics([s.name for s in found])}

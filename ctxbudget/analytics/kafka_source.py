@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 
+from workers import clients
 from workers.settings import WorkerSettings
 
 
@@ -28,31 +29,21 @@ class Record:
     value: bytes | None
 
 
-def consumer_config(settings: WorkerSettings, brokers: str) -> dict[str, Any]:
-    """kafka-python settings: no group, no auto commit, security from CTXBUDGET_* settings."""
-    config: dict[str, Any] = {
-        "bootstrap_servers": [b.strip() for b in brokers.split(",") if b.strip()],
-        "group_id": None,
-        "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
-        "allow_auto_create_topics": False,
-        "max_partition_fetch_bytes": settings.max_message_bytes + 1024 * 1024,
-        "fetch_max_bytes": max(52_428_800, settings.max_message_bytes * 2),
-        "metadata_max_age_ms": 30_000,
-        "client_id": "ctxbudget-audit-sink",
-        "security_protocol": settings.security_protocol,
-    }
-    if settings.security_protocol.startswith("SASL"):
-        config["sasl_mechanism"] = settings.sasl_mechanism
-        config["sasl_plain_username"] = settings.sasl_username
-        config["sasl_plain_password"] = (
-            settings.sasl_password.get_secret_value() if settings.sasl_password else None
-        )
-    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-        value = getattr(settings, name)
-        if value is not None:
-            config[name] = str(value)
-    return config
+def consumer_config(settings: WorkerSettings, brokers: str | None = None) -> dict[str, Any]:
+    """kafka-python settings from the client factory: no group, no auto commit, security
+    from the CTXBUDGET_* settings."""
+    return clients.client_config(
+        settings,
+        brokers=brokers,
+        client_id="ctxbudget-audit-sink",
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        allow_auto_create_topics=False,
+        max_partition_fetch_bytes=settings.max_message_bytes + 1024 * 1024,
+        fetch_max_bytes=max(52_428_800, settings.max_message_bytes * 2),
+        metadata_max_age_ms=30_000,
+    )
 
 
 class KafkaSource:
@@ -69,7 +60,7 @@ class KafkaSource:
         self.topics = tuple(dict.fromkeys(topics))
         self.positions: dict[tuple[str, int], int] = dict(positions)
         self.refresh_s = refresh_s
-        self.consumer = KafkaConsumer(**config)
+        self.consumer = clients.build("consumer", config)
         self.assigned: set[TopicPartition] = set()
         self._next_refresh = 0.0
 

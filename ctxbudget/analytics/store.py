@@ -68,6 +68,8 @@ def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConn
             else ""
         )
         raise AuditDbError(f"cannot open {path}: {e}{hint}") from e
+    except duckdb.Error as e:  # not a DuckDB file, or one DuckDB cannot read
+        raise AuditDbError(f"cannot open {path} as a DuckDB audit database: {e}") from e
 
 
 def _column(values: list[Any]) -> np.ndarray[Any, np.dtype[np.object_]]:

@@ -9,7 +9,27 @@ import click
 
 from ctxbudget.analytics.sink import Progress, Sink
 from ctxbudget.analytics.store import AuditDbError, AuditStore
+from ctxbudget.cli.common import UsageFailure, one_line, open_in, worker_settings
 from ctxbudget.errors import CtxBudgetError
+
+
+def _readable(paths: tuple[str, ...], what: str) -> None:
+    """Every input file can be opened (checked before anything is written)."""
+    for path in paths:
+        if path != "-":
+            open_in(path, what=what).close()
+
+
+def _existing_db(db: str) -> None:
+    """The audit database exists: reading must never create an empty one."""
+    if not Path(db).is_file():
+        reason = "is a directory" if Path(db).is_dir() else "no such file"
+        raise UsageFailure(f"cannot read DB {db!r}: {reason}")
+
+
+def _db_failure(e: Exception) -> click.ClickException:
+    """A database that cannot be read (not DuckDB, not an audit database): one line."""
+    return click.ClickException(one_line(e) if not isinstance(e, AuditDbError) else str(e))
 
 
 @click.command("audit-sink")
@@ -70,6 +90,8 @@ def audit_sink_cmd(
     offsets stored in the database. Restarting never loses nor duplicates a row. Exit status:
     0, or 1 when a file had records that went to the rejects table.
     """
+    _readable(trace_files, "--from-file")
+    _readable(pack_files, "--packs")
     try:
         store = AuditStore(db)
     except CtxBudgetError as e:
@@ -99,17 +121,15 @@ def _run_kafka(sink: Sink, brokers: str | None, until_idle: float | None) -> Non
             f"reading Kafka needs the `kafka` extra ({e.name} is missing); "
             "or load files with --from-file / --packs"
         ) from e
-    from workers.settings import WorkerSettings
-
-    settings = WorkerSettings()
+    settings = worker_settings()
     names = settings.topics
     topics = [names.audit, names.packs, names.shadow]
     config = consumer_config(settings, brokers or settings.brokers)
     click.echo(f"audit-sink: {', '.join(topics)} from {config['bootstrap_servers']}", err=True)
     try:
         source = KafkaSource(config, topics, sink.store.offsets())
-    except KafkaError as e:
-        raise click.ClickException(f"cannot reach {brokers or settings.brokers}: {e!r}") from e
+    except (KafkaError, OSError) as e:
+        raise UsageFailure(f"cannot reach {brokers or settings.brokers}: {one_line(e)}") from e
     try:
         sink.run_kafka(source, until_idle=until_idle)
         missing = source.missing_topics()
@@ -122,31 +142,41 @@ def _run_kafka(sink: Sink, brokers: str | None, until_idle: float | None) -> Non
 
 
 @click.command("report")
-@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.argument("db", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", default="report.html", show_default=True, type=click.Path())
 @click.option("--title", default="ctxbudget audit report", show_default=True)
 def report_cmd(db: str, output: str, title: str) -> None:
     """Write a self-contained HTML report of DB (figures also written beside it as PNG)."""
+    import duckdb
+
     from ctxbudget.analytics.report import build_report
 
+    _existing_db(db)
+    if Path(output).is_dir():
+        raise UsageFailure(f"cannot write report {output!r}: is a directory")
     try:
         written = build_report(db, Path(output), title=title)
-    except AuditDbError as e:
-        raise click.ClickException(str(e)) from e
+    except (AuditDbError, duckdb.Error) as e:
+        raise _db_failure(e) from e
+    except OSError as e:
+        raise UsageFailure(f"cannot write report {output!r}: {e.strerror or one_line(e)}") from e
     click.echo(f"report: {written.html} ({len(written.figures)} figures in {written.figure_dir})")
 
 
 @click.command("explain")
 @click.argument("request_id")
-@click.option("--db", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False))
 def explain_cmd(request_id: str, db: str) -> None:
     """Print every candidate of REQUEST_ID with its fate per lane, the budget, and both packs."""
+    import duckdb
+
     from ctxbudget.analytics.explain import explain
 
+    _existing_db(db)
     try:
         text = explain(db, request_id)
-    except AuditDbError as e:
-        raise click.ClickException(str(e)) from e
+    except (AuditDbError, duckdb.Error) as e:
+        raise _db_failure(e) from e
     if text is None:
         raise click.ClickException(f"request {request_id!r} is not in {db}")
     click.echo(text, nl=False)

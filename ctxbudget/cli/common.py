@@ -4,26 +4,33 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import click
 
-from ctxbudget.errors import ConfigError
+from ctxbudget.errors import ConfigError, CtxBudgetError
 from ctxbudget.jsonl import count_lines, iter_lines, read_lines
 from ctxbudget.policy import PolicyStore, default_policies_dir
 
+if TYPE_CHECKING:
+    from workers.settings import WorkerSettings
+
 __all__ = [
+    "Pacer",
     "UsageFailure",
     "count_lines",
     "iter_lines",
     "load_store",
+    "one_line",
     "open_in",
     "open_out",
     "policies_dir",
     "read_lines",
+    "worker_settings",
 ]
 
 
@@ -35,6 +42,59 @@ class UsageFailure(click.ClickException):
 
 def _os_reason(e: OSError) -> str:
     return e.strerror or str(e)
+
+
+def one_line(e: BaseException, limit: int = 500) -> str:
+    """An error as one bounded line; the type is named unless it is one of ours."""
+    try:
+        text = str(e)
+    except Exception:
+        text = ""
+    name = type(e).__name__
+    if not isinstance(e, CtxBudgetError) and not text.startswith(name):
+        text = f"{name}: {text}" if text else name
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def worker_settings() -> WorkerSettings:
+    """The CTXBUDGET_* settings (brokers, topics, security); a bad value is a usage error."""
+    from pydantic import ValidationError
+
+    from workers.settings import WorkerSettings
+
+    try:
+        return WorkerSettings()
+    except ValidationError as e:
+        bad = "; ".join(
+            f"CTXBUDGET_{'__'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in e.errors()
+        )
+        raise UsageFailure(f"bad setting: {bad}") from e
+
+
+class Pacer:
+    """Holds a stream of records to a rate (records/s) or to a speed-up of recorded time."""
+
+    def __init__(self, rate: float | None, speed: float | None = None) -> None:
+        self.rate, self.speed = rate, speed
+        self.t0 = time.monotonic()
+        self.first_ts: float | None = None
+        self.n = 0
+
+    def wait(self, ts: float | None = None) -> None:
+        self.n += 1
+        target = None
+        if self.rate:
+            target = self.t0 + self.n / self.rate
+        elif self.speed and ts is not None:
+            if self.first_ts is None:
+                self.first_ts = ts
+            target = self.t0 + (ts - self.first_ts) / self.speed
+        if target is not None:
+            delay = target - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
 
 
 def policies_dir(option: str | None) -> Path:

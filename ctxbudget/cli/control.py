@@ -11,11 +11,10 @@ from typing import Any
 import click
 import orjson
 
-from ctxbudget.cli.common import load_store, policies_dir
+from ctxbudget.cli.common import load_store, policies_dir, worker_settings
 from ctxbudget.errors import ConfigError
-from ctxbudget.rollout import ControlState, load_rollout
-from workers.control import read_state, write_state
-from workers.settings import TopicNames
+from ctxbudget.rollout import ControlState
+from workers.control import read_state, starting_state, write_state
 
 _brokers = click.option(
     "--brokers",
@@ -25,23 +24,20 @@ _brokers = click.option(
 )
 
 
-def _topics() -> TopicNames:
-    from workers.settings import WorkerSettings
-
-    return WorkerSettings().topics
-
-
 def _default() -> ControlState:
-    path = policies_dir(None) / "rollout.yaml"
+    """What the workers start from while the control topic is empty (same rule as theirs)."""
     try:
-        return load_rollout(path) if path.exists() else ControlState(baseline="default@1")
+        return starting_state(worker_settings(), policies_dir(None))
     except ConfigError as e:
         raise click.ClickException(str(e)) from e
 
 
 def _current(brokers: str) -> ControlState:
+    settings = worker_settings()
     try:
-        return read_state(brokers.split(","), _topics().control, _default())
+        return read_state(
+            brokers.split(","), settings.topics.control, _default(), settings=settings
+        )
     except Exception as e:
         raise click.ClickException(f"cannot read the control topic: {e}") from e
 
@@ -74,14 +70,15 @@ def _change(brokers: str, action: str, **update: Any) -> None:
             "updated_by": f"{getpass.getuser()}@{socket.gethostname()}:{os.getpid()}",
         }
     )
-    topics = _topics()
+    settings = worker_settings()
     write_state(
         brokers.split(","),
-        control_topic=topics.control,
-        audit_topic=topics.audit,
+        control_topic=settings.topics.control,
+        audit_topic=settings.topics.audit,
         action=action,
         before=before,
         after=after,
+        settings=settings,
     )
     _show(after)
 

@@ -87,19 +87,24 @@ def _warm_up(producer: Any, consumer: Any, raw: bytes, timeout_s: float) -> floa
 def run_demo(
     bootstrap: str, traffic: DemoTraffic, *, timeout_s: float, policies: Path
 ) -> DemoSummary:
-    from kafka import KafkaConsumer, KafkaProducer
+    from workers import clients
 
     pipeline = Pipeline.from_store(PolicyStore.load(policies), "default@1")
     expected = {rid: encode(pipeline.run(decode_batch(raw)).pack) for rid, raw in traffic.lines}
-    consumer = KafkaConsumer(
+    # the embedded broker speaks plaintext: no security settings (settings=None)
+    consumer = clients.consumer(
+        None,
         "ctx.packs.v1",
         "ctx.deadletter.v1",
-        bootstrap_servers=bootstrap,
+        brokers=bootstrap,
+        client_id="ctxbudget-demo",
         auto_offset_reset="earliest",
         group_id=None,
         consumer_timeout_ms=1000,
     )
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks="all")
+    producer = clients.producer(
+        None, brokers=bootstrap, client_id="ctxbudget-demo", linger_ms=2, acks="all"
+    )
     summary = DemoSummary(produced=len(traffic.lines))
     warmup_s = _warm_up(producer, consumer, traffic.lines[0][1], timeout_s)
     summary.warmup_s = warmup_s

@@ -12,29 +12,56 @@ from pathlib import Path
 
 import click
 
-from ctxbudget.cli.common import policies_dir
-from workers.broker import EmbeddedBroker, run_forever
-from workers.topics import TopicError, apply_topics, load_topic_specs, verify_topics
+from ctxbudget.cli.common import UsageFailure, policies_dir, worker_settings
+from ctxbudget.resources import shipped
+from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
+from workers.topics import (
+    DEFAULT_TOPICS_DIR,
+    TopicError,
+    TopicSpec,
+    apply_topics,
+    load_topic_specs,
+    verify_topics,
+)
 
 ALL_STAGES = ("route", "consolidate", "select", "compress")
-REPO = Path(__file__).resolve().parents[2]
 
 
 @click.command("broker")
-@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port on 127.0.0.1 (default: a free one).",
+)
 def broker_cmd(port: int | None) -> None:
     """Run the embedded Kafka-compatible broker (memory only) until Ctrl-C.
 
     Prints the bootstrap address first; point workers at it with CTXBUDGET_BROKERS.
+    Exit status 2 when the port asked for is in use.
     """
-    sys.exit(run_forever(port=port))
+    try:
+        code = run_forever(port=port)
+    except BrokerPortInUseError as e:
+        raise UsageFailure(str(e)) from e
+    except BrokerStartError as e:
+        raise click.ClickException(f"the embedded broker did not start: {e}") from e
+    sys.exit(code)
 
 
 def _topics_dir(option: str | None) -> Path:
+    """--dir, else ./topics, else the shipped specs (the checkout's or the package's)."""
     if option:
         return Path(option)
     local = Path("topics")
-    return local if local.is_dir() else REPO / "topics"
+    return local if local.is_dir() else DEFAULT_TOPICS_DIR
+
+
+def _specs(directory: str | None) -> list[TopicSpec]:
+    try:
+        return load_topic_specs(_topics_dir(directory))
+    except TopicError as e:
+        raise UsageFailure(str(e)) from e
 
 
 @click.group("topics")
@@ -58,9 +85,11 @@ def topics_cmd() -> None:
 )
 def topics_apply(brokers: str, directory: str | None, replication_factor: int | None) -> None:
     """Create the missing topics; existing ones are reported, never altered."""
+    specs = _specs(directory)
+    settings = worker_settings()
     try:
         report = apply_topics(
-            brokers, load_topic_specs(_topics_dir(directory)), replication_factor=replication_factor
+            brokers, specs, replication_factor=replication_factor, settings=settings
         )
     except TopicError as e:
         raise click.ClickException(str(e)) from e
@@ -76,9 +105,11 @@ def topics_apply(brokers: str, directory: str | None, replication_factor: int | 
 @click.option("--replication-factor", type=int, default=None)
 def topics_verify(brokers: str, directory: str | None, replication_factor: int | None) -> None:
     """Report drift between the broker and the specs; exit 1 when there is any."""
+    specs = _specs(directory)
+    settings = worker_settings()
     try:
         drift = verify_topics(
-            brokers, load_topic_specs(_topics_dir(directory)), replication_factor=replication_factor
+            brokers, specs, replication_factor=replication_factor, settings=settings
         )
     except TopicError as e:
         raise click.ClickException(str(e)) from e
@@ -99,10 +130,9 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
     Configuration comes from CTXBUDGET_* environment variables (see the README).
     """
     from workers.app import WorkerApp
-    from workers.settings import WorkerSettings
 
     chosen = list(ALL_STAGES) if "all" in stages else list(dict.fromkeys(stages))
-    settings = WorkerSettings()
+    settings = worker_settings()
     if settings.policies is None:
         settings = settings.model_copy(update={"policies": policies_dir(None)})
     WorkerApp(settings, chosen).run()
@@ -112,6 +142,22 @@ def _max_loop_lag(log_path: Path) -> float | None:
     """The worker's worst event-loop lag, from its last metrics line."""
     found = re.findall(r"max_loop_lag_ms=([0-9.]+)", log_path.read_text(errors="replace"))
     return float(found[-1]) if found else None
+
+
+def demo_worker_env(bootstrap: str, policies: Path) -> dict[str, str]:
+    """The demo worker's environment: this one, pointed at the embedded broker.
+
+    The embedded broker speaks plaintext and the demo uses the shipped topic names, so a
+    real cluster's CTXBUDGET_SASL_*, CTXBUDGET_SSL_* and topic overrides are left out.
+    """
+    dropped = ("CTXBUDGET_TOPICS__", "CTXBUDGET_SASL_", "CTXBUDGET_SSL_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env.update(
+        CTXBUDGET_BROKERS=bootstrap,
+        CTXBUDGET_POLICIES=str(policies),
+        CTXBUDGET_SECURITY_PROTOCOL="PLAINTEXT",
+    )
+    return env
 
 
 @click.command("demo")
@@ -143,18 +189,15 @@ def demo_cmd(batches: str | None, repeat: int, topology: str, timeout: float) ->
     """
     from ctxbudget.cli.demo import DemoTraffic, run_demo
 
-    source = Path(batches) if batches else REPO / "examples" / "batches.jsonl"
+    source = Path(batches) if batches else shipped("examples") / "batches.jsonl"
     traffic = DemoTraffic.from_file(source, repeat=repeat)
+    specs = _specs(None)
     with EmbeddedBroker() as broker:
         click.echo(f"broker      {broker.bootstrap} (embedded, memory only)", err=True)
-        report = apply_topics(broker.bootstrap, load_topic_specs(_topics_dir(None)))
+        report = apply_topics(broker.bootstrap, specs)
         click.echo(f"topics      {len(report.created)} created", err=True)
         stages = ["fused"] if topology == "fused" else ["all"]
-        env = dict(
-            os.environ,
-            CTXBUDGET_BROKERS=broker.bootstrap,
-            CTXBUDGET_POLICIES=str(policies_dir(None)),
-        )
+        env = demo_worker_env(broker.bootstrap, policies_dir(None))
         log_path = Path(tempfile.mkstemp(prefix="ctxbudget-demo-worker-", suffix=".log")[1])
         with log_path.open("wb") as log_file:
             worker = subprocess.Popen(

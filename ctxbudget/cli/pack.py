@@ -273,11 +273,39 @@ def schema_cmd(name: str) -> None:
 @click.command("policies")
 @click.option("--policies", "policies_opt", help="Policies folder (default: ./policies).")
 def policies_cmd(policies_opt: str | None) -> None:
-    """Validate the policies folder and list the policies in it."""
+    """Validate the policies folder and list the policies in it.
+
+    Every policy is loaded as a worker loads it: its routing rules, and its calibration
+    file when it names one (a missing or unreadable file, or an alpha the file does not
+    hold, is an error naming the file). rollout.yaml, when present, must name known
+    policies. Exit status 1 when anything is wrong.
+    """
+    from ctxbudget.filters import filter_for
+    from ctxbudget.rollout import load_rollout
+
     store = load_store(policies_opt)
+    problems: list[str] = []
     for name in store.names():
         policy, rules = store.get(name)
+        try:
+            filter_for(policy, store.root)
+        except CtxBudgetError as e:
+            problems.append(f"{name}: {_one_line(e)}")
+            continue
         click.echo(
             f"{name}\t{len(rules.rules)} routing rules\t"
             f"calibration={policy.calibration or '-'}\t{policy.description}"
         )
+    rollout = store.root / "rollout.yaml"
+    if rollout.exists():
+        try:
+            state = load_rollout(rollout)
+            for ref in (state.baseline, state.candidate):
+                if ref is not None:
+                    store.get(ref)
+        except CtxBudgetError as e:
+            problems.append(f"{rollout}: {_one_line(e)}")
+    for problem in problems:
+        click.echo(f"Error: {problem}", err=True)
+    if problems:
+        sys.exit(1)

@@ -6,17 +6,29 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import orjson
 
-from ctxbudget.cli.common import load_store, open_out, read_lines
+from ctxbudget.cli.common import (
+    Pacer,
+    UsageFailure,
+    iter_lines,
+    load_store,
+    one_line,
+    open_in,
+    open_out,
+    worker_settings,
+)
 from ctxbudget.codec import decode, decode_batch, encode
 from ctxbudget.compare import compare, render
 from ctxbudget.errors import CtxBudgetError, InputError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import CandidateBatch, Pack, ReplayInfo, TraceEvent
+
+if TYPE_CHECKING:
+    from workers.settings import WorkerSettings
 
 Record = tuple[str, bytes, float | None]  # (where, raw bytes, timestamp in seconds or None)
 
@@ -30,9 +42,31 @@ def _parse_time(value: str | None) -> float | None:
         raise click.BadParameter(f"not an ISO date-time: {value!r}") from e
 
 
-def _from_file(path: str) -> Iterator[Record]:
-    for n, raw in read_lines(path):
-        yield f"{path}:{n}", raw, None
+def _from_file(path: str, what: str = "TRAFFIC") -> Iterator[Record]:
+    src = open_in(path, what=what)  # opened now: a missing file is a usage error at once
+    return _lines_of(src, path)
+
+
+def _lines_of(src: IO[bytes], path: str) -> Iterator[Record]:
+    try:
+        for n, raw in iter_lines(src):
+            yield f"{path}:{n}", raw, None
+    finally:
+        if src is not sys.stdin.buffer:
+            src.close()
+
+
+def _kafka_client(kind: str, settings: WorkerSettings, brokers: str, **options: Any) -> Any:
+    """A consumer or producer from the client factory; an unreachable broker is a usage error."""
+    from kafka.errors import KafkaError
+
+    from workers import clients
+
+    build = clients.consumer if kind == "consumer" else clients.producer
+    try:
+        return build(settings, brokers=brokers, client_id=f"ctxbudget-{kind}", **options)
+    except (KafkaError, OSError, ValueError) as e:
+        raise UsageFailure(f"cannot reach the broker at {brokers}: {one_line(e)}") from e
 
 
 def _from_topic(
@@ -44,17 +78,29 @@ def _from_topic(
     since: float | None,
     until: float | None,
     idle_ms: int = 1000,
+    settings: WorkerSettings,
 ) -> Iterator[Record]:
     """Read a topic from the start (or an offset) until it goes quiet, filtering by time.
 
     Offsets apply to every partition. Times filter on the record timestamps while reading:
     the memory broker's offset-for-time answers are not reliable, so they are never asked.
+    The consumer is made at once (an unreachable broker fails here, not mid-iteration).
     """
-    from kafka import KafkaConsumer, TopicPartition
+    consumer = _kafka_client("consumer", settings, brokers, group_id=None, enable_auto_commit=False)
+    return _records_of(consumer, topic, from_offset, to_offset, since, until, idle_ms)
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=brokers.split(","), group_id=None, enable_auto_commit=False
-    )
+
+def _records_of(
+    consumer: Any,
+    topic: str,
+    from_offset: int | None,
+    to_offset: int | None,
+    since: float | None,
+    until: float | None,
+    idle_ms: int,
+) -> Iterator[Record]:
+    from kafka import TopicPartition
+
     try:
         parts = consumer.partitions_for_topic(topic)
         if not parts:
@@ -80,30 +126,6 @@ def _from_topic(
                     yield f"{topic}[{tp.partition}]@{r.offset}", r.value or b"", ts
     finally:
         consumer.close()
-
-
-class _Pacer:
-    """Holds the replay to a rate (records/s) or to a speed-up of the recorded time."""
-
-    def __init__(self, rate: float | None, speed: float | None) -> None:
-        self.rate, self.speed = rate, speed
-        self.t0 = time.monotonic()
-        self.first_ts: float | None = None
-        self.n = 0
-
-    def wait(self, ts: float | None) -> None:
-        self.n += 1
-        target = None
-        if self.rate:
-            target = self.t0 + self.n / self.rate
-        elif self.speed and ts is not None:
-            if self.first_ts is None:
-                self.first_ts = ts
-            target = self.t0 + (ts - self.first_ts) / self.speed
-        if target is not None:
-            delay = target - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
 
 
 @click.command("replay")
@@ -151,12 +173,12 @@ def replay_cmd(
         raise click.UsageError("--from-topic needs --brokers (or $CTXBUDGET_BROKERS)")
     if not brokers and not out_path:
         raise click.UsageError("nowhere to write: give --brokers and/or --out")
+    settings = worker_settings()
     store = load_store(policies_opt)
     try:
         pipeline = Pipeline.from_store(store, policy_ref)
     except CtxBudgetError as e:
         raise click.ClickException(str(e)) from e
-    sink = _Sink(brokers, out_path, trace_path)
     records = (
         _from_file(traffic)
         if traffic is not None
@@ -167,9 +189,11 @@ def replay_cmd(
             to_offset=to_offset,
             since=_parse_time(since),
             until=_parse_time(until),
+            settings=settings,
         )
     )
-    pacer = _Pacer(rate, speed)
+    sink = _Sink(brokers, out_path, trace_path, settings=settings)
+    pacer = Pacer(rate, speed)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     if show:
@@ -212,25 +236,35 @@ def replay_cmd(
 class _Sink:
     """Packs to the shadow topic and/or a file; never the live pack topic."""
 
-    def __init__(self, brokers: str | None, out_path: str | None, trace_path: str | None) -> None:
-        from workers.settings import WorkerSettings
-
-        self.topics = WorkerSettings().topics
+    def __init__(
+        self,
+        brokers: str | None,
+        out_path: str | None,
+        trace_path: str | None,
+        *,
+        settings: WorkerSettings,
+    ) -> None:
+        self.topics = settings.topics
         if self.topics.shadow == self.topics.packs:
             raise click.ClickException(
                 "the shadow topic is configured as the live pack topic; "
                 "replay refuses to write there"
             )
-        self.producer = None
-        if brokers:
-            from kafka import KafkaProducer
-
-            self.producer = KafkaProducer(
-                bootstrap_servers=brokers.split(","), acks="all", linger_ms=5
-            )
-        self._files = [open_out(out_path), open_out(trace_path)]
+        self._files = [
+            open_out(out_path, what="--out file"),
+            open_out(trace_path, what="--trace file"),
+        ]
         self.out: IO[bytes] | None = self._files[0].__enter__()
         self.trace: IO[bytes] | None = self._files[1].__enter__()
+        self.producer = None
+        if brokers:
+            try:
+                self.producer = _kafka_client(
+                    "producer", settings, brokers, acks="all", linger_ms=5
+                )
+            except BaseException:
+                self._close_files()
+                raise
 
     def write(self, pack: Pack, traces: tuple[TraceEvent, ...]) -> None:
         assert pack.lane == "shadow" and pack.replay is not None
@@ -249,17 +283,20 @@ class _Sink:
         if self.producer is not None:
             self.producer.flush()
             self.producer.close()
+        self._close_files()
+
+    def _close_files(self) -> None:
         for f in self._files:
             f.__exit__(None, None, None)
 
 
-def _read_packs(path: str, run_id: str | None) -> list[Pack]:
+def _read_packs(path: str, run_id: str | None, what: str) -> list[Pack]:
     out = []
-    for n, raw in read_lines(path):
+    for where, raw, _ in _from_file(path, what):
         try:
             pack = decode(raw, Pack)
         except InputError as e:
-            raise click.ClickException(f"{path}:{n}: {e}") from e
+            raise click.ClickException(f"{where}: {e}") from e
         if run_id is None or (pack.replay is not None and pack.replay.run_id == run_id):
             out.append(pack)
     return out
@@ -272,10 +309,17 @@ def _topic_packs(
     *,
     since: float | None = None,
     until: float | None = None,
+    settings: WorkerSettings,
 ) -> list[Pack]:
     out = []
     for where, raw, _ in _from_topic(
-        brokers, topic, from_offset=None, to_offset=None, since=since, until=until
+        brokers,
+        topic,
+        from_offset=None,
+        to_offset=None,
+        since=since,
+        until=until,
+        settings=settings,
     ):
         try:
             pack = decode(raw, Pack)
@@ -320,34 +364,43 @@ def compare_cmd(
     as_json: bool,
 ) -> None:
     """Compare live and shadow packs of the same requests (tokens, overlap, order, drops)."""
-    from workers.settings import WorkerSettings
-
-    topics = WorkerSettings().topics
+    settings = worker_settings()
+    topics = settings.topics
     if (live_path is None or shadow_path is None) and not brokers:
         raise click.UsageError("give --live and --shadow files, or --brokers to read the topics")
     live = (
-        _read_packs(live_path, None)
+        _read_packs(live_path, None, "--live file")
         if live_path
         else _topic_packs(
-            brokers or "", topics.packs, None, since=_parse_time(since), until=_parse_time(until)
+            brokers or "",
+            topics.packs,
+            None,
+            since=_parse_time(since),
+            until=_parse_time(until),
+            settings=settings,
         )
     )
     shadow = (
-        _read_packs(shadow_path, run_id)
+        _read_packs(shadow_path, run_id, "--shadow file")
         if shadow_path
         else _topic_packs(
-            brokers or "", topics.shadow, run_id, since=_parse_time(since), until=_parse_time(until)
+            brokers or "",
+            topics.shadow,
+            run_id,
+            since=_parse_time(since),
+            until=_parse_time(until),
+            settings=settings,
         )
     )
     labels: dict[str, tuple[str, ...]] = {}
     noise = None
     if batches_path:
         batches: list[CandidateBatch] = []
-        for n, raw in read_lines(batches_path):
+        for where, raw, _ in _from_file(batches_path, "--batches file"):
             try:
                 batches.append(decode_batch(raw))
             except InputError as e:
-                raise click.ClickException(f"{batches_path}:{n}: {e}") from e
+                raise click.ClickException(f"{where}: {e}") from e
         labels = {b.request_id: b.labels.relevant_chunk_ids for b in batches if b.labels}
         wanted = {p.request_id for p in shadow}
         store = load_store(policies_opt)

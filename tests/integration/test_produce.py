@@ -1,0 +1,114 @@
+"""`ctxbudget produce` on the embedded broker: the README's walk, broker -> topics -> workers
+-> produce -> read packs, on private topics of the session broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ctxbudget.codec import decode_batch, encode
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.policy import PolicyStore
+from tests.conftest import REPO
+from tests.integration.lab import Lab
+from tests.integration.lab import collect as _collect
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+EXAMPLES = REPO / "examples" / "batches.jsonl"
+
+
+def _produce(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxbudget", "produce", *args],
+        env=lab.env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _requests() -> dict[str, bytes]:
+    return {
+        orjson.loads(line)["request_id"]: line
+        for line in EXAMPLES.read_bytes().splitlines()
+        if line.strip()
+    }
+
+
+def test_produced_batches_come_back_as_packs(lab: Lab, tmp_path: Path) -> None:
+    """Every example line on the candidates topic, keyed by request id, packed by a worker."""
+    lab.start("fused", log_dir=tmp_path)
+    proc = _produce(lab, str(EXAMPLES), "--brokers", lab.broker.bootstrap, "--verbose")
+    assert proc.returncode == 0, proc.stderr
+    wanted = _requests()
+    summary = proc.stderr.strip().splitlines()[-1]
+    assert summary.startswith(f"produce: {len(wanted)} lines, {len(wanted)} sent to ")
+    assert lab.topics.candidates in summary and "0 refused, 0 not acknowledged" in summary
+
+    consumer = lab.consumer(lab.topics.candidates)
+    records = {msg.key.decode(): msg.value for msg in consumer}
+    consumer.close()
+    assert records == wanted  # keys are the request ids, values the lines unchanged
+
+    got, dead = _collect(lab, lab.topics.packs, set(wanted), timeout_s=120)
+    pipeline = Pipeline.from_store(PolicyStore.load(REPO / "policies"), "default@1")
+    assert set(got) == set(wanted) and not dead
+    for rid, raw in wanted.items():
+        assert got[rid][0] == encode(pipeline.run(decode_batch(raw)).pack)
+
+
+def test_bad_lines_are_refused_with_line_numbers_and_not_sent(lab: Lab, tmp_path: Path) -> None:
+    lines = EXAMPLES.read_bytes().splitlines()[:2]
+    bad = tmp_path / "mixed.jsonl"
+    bad.write_bytes(
+        b"\n".join(
+            [
+                lines[0],
+                b'{"not": "a batch"}',
+                b"{oops",
+                lines[0].replace(b'"tenant_id":"acme"', b'"tenant_id":"evil"', 1),
+                lines[1],
+            ]
+        )
+        + b"\n"
+    )
+    dead = tmp_path / "refused.jsonl"
+    proc = _produce(
+        lab, str(bad), "--brokers", lab.broker.bootstrap, "--dead-letter", str(dead), "--rate", "50"
+    )
+    assert proc.returncode == 1, proc.stderr
+    for n in (2, 3, 4):
+        assert f"line {n}: " in proc.stderr
+    assert "2 sent to" in proc.stderr and "3 refused" in proc.stderr
+    letters = [orjson.loads(x) for x in dead.read_bytes().splitlines()]
+    assert [(d["line"], d["stage"]) for d in letters] == [
+        (2, "produce"),
+        (3, "produce"),
+        (4, "produce"),
+    ]
+    consumer = lab.consumer(lab.topics.candidates)
+    keys = sorted(msg.key.decode() for msg in consumer)
+    consumer.close()
+    assert keys == sorted(orjson.loads(x)["request_id"] for x in lines[:2])
+
+
+def test_a_missing_topic_or_broker_is_a_usage_error(lab: Lab) -> None:
+    proc = _produce(
+        lab, str(EXAMPLES), "--brokers", lab.broker.bootstrap, "--topic", "no.such.topic"
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"Error: topic no.such.topic does not exist on {lab.broker.bootstrap}: "
+        "create it with `ctxbudget topics apply`"
+    ]
+    proc = _produce(lab, str(EXAMPLES), "--brokers", "127.0.0.1:1", "--timeout", "2")
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("Error: cannot reach the broker at 127.0.0.1:1: ")
