@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ctxbudget.compress import SentenceAnalysis
-from ctxbudget.consolidate import Consolidator
-from ctxbudget.finish import PackFinisher
+from ctxbudget.extractive import SentenceAnalysis
 from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.policy import Policy, PolicyStore, RoutingRules
-from ctxbudget.routing import QueryRouter
 from ctxbudget.schemas import CandidateBatch, Lane, Pack, PolicyRef, TraceEvent
-from ctxbudget.select import EvidenceFilter, EvidenceSelector
+from ctxbudget.stages.compress import PackFinisher
+from ctxbudget.stages.consolidate import Consolidator
+from ctxbudget.stages.route import QueryRouter
+from ctxbudget.stages.select import EvidenceFilter, EvidenceSelector
 from ctxbudget.tokens import TokenizerRegistry
 from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
 

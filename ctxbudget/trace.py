@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ctxbudget.finish import Finished
 from ctxbudget.schemas import (
     ConsolidatedBatch,
     PackedBatch,
     RoutedBatch,
     TraceEvent,
 )
+from ctxbudget.stages.compress import Finished
 
 
 def _base(routed: RoutedBatch, stage: str, latency_ms: float) -> dict[str, object]:

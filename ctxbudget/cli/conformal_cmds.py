@@ -75,35 +75,13 @@ def read_labelled(path: Path) -> LabelledInput:
 
 
 def resolve_classifier() -> Callable[[CandidateBatch], str]:
-    """``query.class_hint`` when set, else ``ctxbudget.routing.classify_query(batch)`` when that
-    exists, else ``point_lookup`` (with one warning)."""
-    routed: Callable[[CandidateBatch], object] | None
-    try:
-        from ctxbudget.routing import classify_query  # type: ignore[import-not-found,attr-defined,unused-ignore]
-    except ImportError as e:
-        click.echo(
-            f"warning: ctxbudget.routing.classify_query is not available ({e}); queries without "
-            f"a class_hint are classed {FALLBACK_CLASS!r}",
-            err=True,
-        )
-        routed = None
-    else:
-        routed = classify_query
+    """``query.class_hint`` when set, else the class the shipped routing rules give."""
+    from ctxbudget.stages.route import default_classifier
+
+    routed = default_classifier()
 
     def classify(batch: CandidateBatch) -> str:
-        if batch.query.class_hint:
-            return batch.query.class_hint
-        if routed is None:
-            return FALLBACK_CLASS
-        result = routed(batch)
-        if isinstance(result, str):
-            return result
-        query_class = getattr(result, "query_class", None)
-        if isinstance(query_class, str):
-            return query_class
-        raise click.ClickException(
-            f"ctxbudget.routing.classify_query returned {type(result).__name__}, not a class name"
-        )
+        return batch.query.class_hint or routed(batch)
 
     return classify
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import safety
-from ctxbudget.consolidate import near_duplicate_pairs
 from ctxbudget.envelope import escape_attr, escape_text
+from ctxbudget.stages.consolidate import near_duplicate_pairs
 from ctxbudget.text import (
     STOPWORDS,
     _index_sets,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ctxbudget.consolidate import Consolidator
 from ctxbudget.policy import PolicyStore
-from ctxbudget.routing import QueryRouter
 from ctxbudget.schemas import Candidate, CandidateBatch, ConsolidatedBatch
+from ctxbudget.stages.consolidate import Consolidator
+from ctxbudget.stages.route import QueryRouter
 from ctxbudget.tokens import TokenizerRegistry
 from tests.conftest import batch, candidate
 
@@ -158,3 +158,13 @@ def test_inputs_are_not_mutated(store: PolicyStore) -> None:
     before = b.model_dump()
     consolidate(store, b)
     assert b.model_dump() == before
+
+
+def test_version_order_is_numeric_and_takes_huge_numbers() -> None:
+    """'1.10' is after '1.9'; a 5,000-digit version orders without int() refusing it."""
+    from ctxbudget.stages.consolidate import version_key
+
+    assert version_key("1.10", None) > version_key("1.9", None)
+    assert version_key("10", None) > version_key("9", None)
+    assert version_key("9" * 5000, None) > version_key("8" + "9" * 4999, None)
+    assert version_key("1", "2024-01-02") > version_key("1", "2024-01-01")

@@ -9,15 +9,15 @@ from typing import Any
 import orjson
 import pytest
 
-import ctxbudget.consolidate as consolidate_mod
+import ctxbudget.stages.consolidate as consolidate_mod
 from ctxbudget.codec import decode_batch, encode
-from ctxbudget.consolidate import Consolidator, _Disjoint
 from ctxbudget.errors import InputError, LimitError, TokenizerError
 from ctxbudget.limits import InputLimits
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from ctxbudget.routing import QueryRouter
 from ctxbudget.schemas import Candidate, CandidateBatch, RoutedBatch
+from ctxbudget.stages.consolidate import Consolidator, _Disjoint
+from ctxbudget.stages.route import QueryRouter
 from ctxbudget.text import _Memo, _WordIds, containment, jaccard
 from ctxbudget.tokens import TokenizerRegistry
 from tests.conftest import REPO, batch, candidate

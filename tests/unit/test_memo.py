@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxbudget.compress import analyse
+from ctxbudget.extractive import analyse
 from ctxbudget.memo import BoundedMemo
 
 

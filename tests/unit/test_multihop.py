@@ -8,9 +8,9 @@ import pytest
 from ctxbudget.envelope import parse
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from ctxbudget.routing import classify
 from ctxbudget.schemas import Query
-from ctxbudget.select import comparison_options, subject_of
+from ctxbudget.stages.route import classify
+from ctxbudget.stages.select import comparison_options, subject_of
 from tests.conftest import batch, candidate
 
 

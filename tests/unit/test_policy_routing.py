@@ -8,8 +8,8 @@ import pytest
 
 from ctxbudget.errors import ConfigError
 from ctxbudget.policy import PolicyStore, load_policy, load_routing
-from ctxbudget.routing import QueryRouter, classify
 from ctxbudget.schemas import Query
+from ctxbudget.stages.route import QueryRouter, classify
 from ctxbudget.tokens import TokenizerRegistry
 from tests.conftest import REPO, batch, candidate
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ctxbudget.compress import ExtractiveCompressor
+from ctxbudget.extractive import ExtractiveCompressor
 from ctxbudget.order import edges
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Piece
-from ctxbudget.select import comparison_options
+from ctxbudget.stages.select import comparison_options
 from ctxbudget.tokens import TiktokenCounter
 from tests.conftest import batch, candidate
 

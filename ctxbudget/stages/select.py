@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol, cast
 
-from ctxbudget.compress import SentenceAnalysis, analyse, rank_analysed
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
+from ctxbudget.extractive import SentenceAnalysis, analyse, rank_analysed
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import ClassPolicy, Policy

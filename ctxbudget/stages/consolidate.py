@@ -70,8 +70,14 @@ def rank_key(score: float | None, authority: float, ident: str) -> tuple[int, fl
 _NUM = re.compile(r"\d+")
 
 
-def version_key(version: str | None, published_at: str | None) -> tuple[tuple[int, ...], str, str]:
-    nums = tuple(int(n) for n in _NUM.findall(version or ""))
+def version_key(
+    version: str | None, published_at: str | None
+) -> tuple[tuple[tuple[int, str], ...], str, str]:
+    """Order versions by their numbers ("1.10" after "1.9"), then the publication date.
+
+    A number is compared as (digit count, digits) without leading zeros: the numeric order,
+    with no int() of a 5,000-digit string (Python refuses those)."""
+    nums = tuple((len(d), d) for d in (n.lstrip("0") for n in _NUM.findall(version or "")))
     return (nums, published_at or "", version or "")
 
 

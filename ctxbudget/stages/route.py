@@ -10,7 +10,9 @@ fallback class (the narrowest one).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ctxbudget.budget import build_ledger
 from ctxbudget.memo import BoundedMemo
@@ -148,15 +150,14 @@ class QueryRouter:
         )
 
 
-_DEFAULT: tuple[RoutingRules, QueryClass] | None = None
+def default_classifier(policies: Path | None = None) -> Callable[[CandidateBatch], QueryClass]:
+    """The query class under the shipped default policy's rules (for calibration tooling):
+    the rules are loaded once, here, and held by the returned function."""
+    store = PolicyStore.load(policies or default_policies_dir())
+    policy, rules = store.get(store.names()[0])
+    fallback = policy.fallback_class
 
+    def classify_batch(batch: CandidateBatch) -> QueryClass:
+        return classify(batch.query, rules, fallback).query_class
 
-def classify_query(batch: CandidateBatch) -> str:
-    """The query class under the shipped default policy (used by calibration tooling)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        store = PolicyStore.load(default_policies_dir())
-        policy, rules = store.get(store.names()[0])
-        _DEFAULT = (rules, policy.fallback_class)
-    rules, fallback = _DEFAULT
-    return classify(batch.query, rules, fallback).query_class
+    return classify_batch

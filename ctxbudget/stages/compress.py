@@ -17,7 +17,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ctxbudget.compress import ExtractiveCompressor, SentenceAnalysis, analyse, map_range
 from ctxbudget.envelope import (
     CLOSE_SET,
     SetDefaults,
@@ -27,6 +26,7 @@ from ctxbudget.envelope import (
     open_set,
     render_item,
 )
+from ctxbudget.extractive import ExtractiveCompressor, SentenceAnalysis, analyse, map_range
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import Policy
@@ -42,7 +42,7 @@ from ctxbudget.schemas import (
     Trust,
     Withheld,
 )
-from ctxbudget.select import header_estimate, links_for, subject_links
+from ctxbudget.stages.select import header_estimate, links_for, subject_links
 from ctxbudget.tokens import TokenCounter, TokenizerRegistry, estimate_tokens
 
 
