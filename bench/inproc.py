@@ -35,7 +35,6 @@ from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import ConsolidatedBatch, PackedBatch, RoutedBatch
 from ctxbudget.tokens import TokenizerRegistry
-from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
 
 FUSED_PARTS = ("decode", "route", "consolidate", "select", "compress", "encode", "traces")
 HOP_PARTS = ("hop_routed", "hop_consolidated", "hop_packed")
@@ -71,28 +70,20 @@ def measure_pass(
         t0 = clock()
         batch = decode_batch(raw)
         t1 = clock()
-        routed = pipe.router.run(batch)
+        result = pipe.run(batch, clock=clock)  # the one orchestration, as workers run it
         t2 = clock()
-        cb = pipe.consolidator.run(routed)
+        encode(result.pack)
         t3 = clock()
-        packed = pipe.selector.run(cb)
-        t4 = clock()
-        finished = pipe.finisher.run(packed)
-        t5 = clock()
-        encode(finished.pack)
-        t6 = clock()
-        for trace in (
-            route_trace(routed, (t2 - t1) * 1000),
-            consolidate_trace(cb, (t3 - t2) * 1000),
-            select_trace(packed, (t4 - t3) * 1000),
-            compress_trace(finished, packed, (t5 - t4) * 1000),
-        ):
+        for trace in result.traces:
             encode(trace)
-        t7 = clock()
-        marks = (t0, t1, t2, t3, t4, t5, t6, t7)
-        for name, a, b in zip(FUSED_PARTS, marks, marks[1:], strict=False):
-            out[name].append((b - a) * 1000)
-        out["fused"].append((t7 - t0) * 1000)
+        t4 = clock()
+        out["decode"].append((t1 - t0) * 1000)
+        for name, ms in zip(FUSED_PARTS[1:5], result.stage_ms, strict=True):
+            out[name].append(ms)
+        out["encode"].append((t3 - t2) * 1000)
+        # building the traces happens inside run(), after the last stage
+        out["traces"].append((t2 - t1) * 1000 - sum(result.stage_ms) + (t4 - t3) * 1000)
+        out["fused"].append((t4 - t0) * 1000)
 
         # the floor: decode the bytes, count the final block once, exactly, uncached
         if encoding is None:
@@ -100,7 +91,7 @@ def measure_pass(
         f0 = clock()
         orjson.loads(raw)
         f1 = clock()
-        encoding.encode_ordinary(finished.pack.rendered)
+        encoding.encode_ordinary(result.pack.rendered)
         f2 = clock()
         out["floor_decode"].append((f1 - f0) * 1000)
         out["floor_count"].append((f2 - f1) * 1000)
@@ -108,9 +99,9 @@ def measure_pass(
 
         # what the split topology adds: the next worker decodes what this one encoded
         for name, model, cls in (
-            ("hop_routed", routed, RoutedBatch),
-            ("hop_consolidated", cb, ConsolidatedBatch),
-            ("hop_packed", packed, PackedBatch),
+            ("hop_routed", result.routed, RoutedBatch),
+            ("hop_consolidated", result.consolidated, ConsolidatedBatch),
+            ("hop_packed", result.packed, PackedBatch),
         ):
             h0 = clock()
             decode(encode_compact(model), cls)  # the form the workers put on the topics

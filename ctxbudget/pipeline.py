@@ -13,8 +13,17 @@ from ctxbudget.extractive import SentenceAnalysis
 from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.policy import Policy, PolicyStore, RoutingRules
-from ctxbudget.schemas import CandidateBatch, Lane, Pack, PolicyRef, TraceEvent
-from ctxbudget.stages.compress import PackFinisher
+from ctxbudget.schemas import (
+    CandidateBatch,
+    ConsolidatedBatch,
+    Lane,
+    Pack,
+    PackedBatch,
+    PolicyRef,
+    RoutedBatch,
+    TraceEvent,
+)
+from ctxbudget.stages.compress import Finished, PackFinisher
 from ctxbudget.stages.consolidate import Consolidator
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.stages.select import EvidenceFilter, EvidenceSelector
@@ -26,8 +35,19 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True, slots=True)
 class PipelineResult:
-    pack: Pack
+    """Everything one run made: each stage's output, the Pack, the four traces, and how long
+    each stage took (milliseconds, from the caller's clock; zeros without one)."""
+
+    routed: RoutedBatch
+    consolidated: ConsolidatedBatch
+    packed: PackedBatch
+    finished: Finished
     traces: tuple[TraceEvent, ...]
+    stage_ms: tuple[float, float, float, float]
+
+    @property
+    def pack(self) -> Pack:
+        return self.finished.pack
 
 
 class Pipeline:
@@ -90,10 +110,18 @@ class Pipeline:
         t3 = tick()
         finished = self.finisher.run(packed)
         t4 = tick()
+        ms = ((t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000, (t4 - t3) * 1000)
         traces = (
-            route_trace(routed, (t1 - t0) * 1000),
-            consolidate_trace(cb, (t2 - t1) * 1000),
-            select_trace(packed, (t3 - t2) * 1000),
-            compress_trace(finished, packed, (t4 - t3) * 1000),
+            route_trace(routed, ms[0]),
+            consolidate_trace(cb, ms[1]),
+            select_trace(packed, ms[2]),
+            compress_trace(finished, packed, ms[3]),
         )
-        return PipelineResult(pack=finished.pack, traces=traces)
+        return PipelineResult(
+            routed=routed,
+            consolidated=cb,
+            packed=packed,
+            finished=finished,
+            traces=traces,
+            stage_ms=ms,
+        )

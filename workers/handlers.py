@@ -348,29 +348,15 @@ class FusedHandler(Handler):
         out: list[Output] = []
         for a in self.ctx.assign(batch):
             pipe = self.pipelines.get(a.policy)
-            t0 = time.perf_counter()
-            routed = pipe.router.run(batch, lane=a.lane, cohort=a.cohort)
-            t1 = time.perf_counter()
-            cb = pipe.consolidator.run(routed)
-            t2 = time.perf_counter()
-            packed = pipe.selector.run(cb)
-            t3 = time.perf_counter()
-            finished = pipe.finisher.run(packed)
-            t4 = time.perf_counter()
+            result = pipe.run(batch, lane=a.lane, cohort=a.cohort, clock=time.perf_counter)
             if self.ctx.write_intermediate:
-                out.append(self._emit(self.topics.routed, routed, routed.request_id))
-                out.append(self._emit(self.topics.consolidated, cb, cb.request_id))
-                out.append(self._emit(self.topics.packed, packed, packed.request_id))
-            out.append(self.pack_output(finished.pack))
-            out.extend(
-                self._trace(t)
-                for t in (
-                    route_trace(routed, (t1 - t0) * 1000),
-                    consolidate_trace(cb, (t2 - t1) * 1000),
-                    select_trace(packed, (t3 - t2) * 1000),
-                    compress_trace(finished, packed, (t4 - t3) * 1000),
+                out.append(self._emit(self.topics.routed, result.routed, batch.request_id))
+                out.append(
+                    self._emit(self.topics.consolidated, result.consolidated, batch.request_id)
                 )
-            )
+                out.append(self._emit(self.topics.packed, result.packed, batch.request_id))
+            out.append(self.pack_output(result.pack))
+            out.extend(self._trace(t) for t in result.traces)
         return out
 
 
