@@ -31,3 +31,7 @@ class LimitError(InputError):
         self.limit = limit
         self.size = size
         self.allowed = allowed
+
+
+class KafkaEdgeError(CtxBudgetError):
+    """Kafka, the broker or the topics are not as the command needs them (the edge's root)."""

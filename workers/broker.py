@@ -24,6 +24,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Self, TextIO
 
+from ctxbudget.errors import KafkaEdgeError
+
 __all__ = [
     "BrokerError",
     "BrokerNotRunningError",
@@ -39,7 +41,7 @@ _PORT_IN_USE_MARKERS = ("address in use", "address already in use", "addrinuse",
 _PR_SET_PDEATHSIG = 1
 
 
-class BrokerError(Exception):
+class BrokerError(KafkaEdgeError):
     """Root of the embedded broker's errors."""
 
 

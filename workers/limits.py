@@ -30,6 +30,7 @@ import structlog
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ctxbudget.errors import KafkaEdgeError
 from ctxbudget.limits import (
     DEFAULT_MAX_CANDIDATES,
     DEFAULT_MAX_JSON_DEPTH,
@@ -123,7 +124,7 @@ def input_limits(
     )
 
 
-class TopicsMissingError(RuntimeError):
+class TopicsMissingError(KafkaEdgeError):
     """A topic the worker reads or writes does not exist: the worker does not start."""
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ctxbudget.errors import KafkaEdgeError
 from ctxbudget.resources import shipped
 from workers import clients
 
@@ -87,7 +88,7 @@ KNOWN_TOPIC_CONFIGS = frozenset(
 )
 
 
-class TopicError(Exception):
+class TopicError(KafkaEdgeError):
     """Root of the topic spec errors."""
 
 

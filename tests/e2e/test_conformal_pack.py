@@ -14,7 +14,7 @@ from bench.traffic import synthetic, write_traffic
 from ctxbudget.conformal import CalibrationError
 from ctxbudget.filters import filter_for
 from ctxbudget.policy import load_policy
-from tests.conftest import REPO
+from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ import pytest
 
 from ctxbudget.codec import encode
 from ctxbudget.schemas import Pack
-from tests.conftest import REPO
+from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ import pytest
 from ctxbudget.codec import decode_batch, encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from tests.conftest import REPO
+from tests.paths import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from bench.traffic import synthetic
 from ctxbudget.codec import encode
-from tests.conftest import REPO
+from tests.paths import REPO
 from workers.broker import EmbeddedBroker
 from workers.settings import TopicNames
 from workers.topics import TopicSpec, apply_topics

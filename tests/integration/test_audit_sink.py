@@ -21,7 +21,7 @@ from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from tests.conftest import REPO
+from tests.paths import REPO
 from workers.broker import EmbeddedBroker
 from workers.settings import TopicNames
 from workers.topics import TopicSpec, apply_topics

@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO
 from tests.integration.lab import Lab, batches, collect, produce
+from tests.paths import REPO
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

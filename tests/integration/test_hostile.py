@@ -17,8 +17,8 @@ from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from tests.conftest import REPO
 from tests.integration.lab import Lab, collect, produce
+from tests.paths import REPO
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

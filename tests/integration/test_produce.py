@@ -13,9 +13,9 @@ import pytest
 from ctxbudget.codec import decode_batch, encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from tests.conftest import REPO
 from tests.integration.lab import Lab
 from tests.integration.lab import collect as _collect
+from tests.paths import REPO
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -13,11 +13,11 @@ from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from tests.conftest import REPO
 from tests.integration.lab import Lab
 from tests.integration.lab import batches as _batches
 from tests.integration.lab import collect as _collect
 from tests.integration.lab import produce as _produce
+from tests.paths import REPO
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

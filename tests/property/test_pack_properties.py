@@ -10,8 +10,9 @@ from ctxbudget.envelope import parse, render, title_is_redundant
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Candidate, CandidateBatch, EvidenceItem, EvidenceSpan
+from ctxbudget.testing import batch
 from ctxbudget.tokens import TiktokenCounter, TokenizerRegistry
-from tests.conftest import REPO, batch
+from tests.paths import REPO
 
 STORE = PolicyStore.load(REPO / "policies")
 PIPE = Pipeline.from_store(STORE, "default@1", tokenizers=TokenizerRegistry())

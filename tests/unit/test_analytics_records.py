@@ -11,7 +11,7 @@ from ctxbudget.analytics.records import Position, RecordError, Rows, parse
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import CandidateBatch
-from tests.conftest import batch, candidate
+from ctxbudget.testing import batch, candidate
 
 HERE = Position("trace.jsonl", -1, 7)
 

@@ -23,7 +23,7 @@ from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import CandidateBatch, Coverage, Labels, Pack
-from tests.conftest import batch, candidate
+from ctxbudget.testing import batch, candidate
 
 COVERAGE = Coverage(alpha=0.2, threshold=0.1, n_calibration=100, guaranteed=True)
 

@@ -18,7 +18,7 @@ from ctxbudget.analytics.views import VIEWS
 from ctxbudget.cli import main
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
-from tests.conftest import REPO
+from tests.paths import REPO
 
 
 @pytest.fixture(scope="module")

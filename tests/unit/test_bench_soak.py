@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.soak_records import summarise
-from tests.conftest import REPO
+from tests.paths import REPO
 
 
 def _samples(rss: list[float], step_s: float = 60.0) -> list[dict[str, float]]:

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxbudget.cli import main
-from tests.conftest import REPO
+from tests.paths import REPO
 
 kafka = pytest.importorskip("kafka", reason="the 'kafka' extra is not installed")
 faust = pytest.importorskip("faust", reason="the 'kafka' extra is not installed")

@@ -9,7 +9,7 @@ from ctxbudget.codec import decode, encode, encode_compact
 from ctxbudget.errors import InputError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import CandidateBatch, ConsolidatedBatch, PackedBatch, RoutedBatch
-from tests.conftest import REPO
+from tests.paths import REPO
 
 
 def _examples() -> list[CandidateBatch]:

@@ -14,7 +14,7 @@ import tomllib
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.paths import REPO
 
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 STAGES = ("route", "consolidate", "select", "compress")

@@ -6,8 +6,8 @@ from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Candidate, CandidateBatch, ConsolidatedBatch
 from ctxbudget.stages.consolidate import Consolidator
 from ctxbudget.stages.route import QueryRouter
+from ctxbudget.testing import batch, candidate
 from ctxbudget.tokens import TokenizerRegistry
-from tests.conftest import batch, candidate
 
 PRESS = (
     "Acme Corp announced on Monday that its new gateway will support 10,000 requests per "

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from ctxbudget.codec import decode_batch, encode
-from tests.conftest import REPO
+from tests.paths import REPO
 from workers.handlers import (
     Context,
     Metrics,

@@ -18,9 +18,10 @@ from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Candidate, CandidateBatch, RoutedBatch
 from ctxbudget.stages.consolidate import Consolidator, _Disjoint
 from ctxbudget.stages.route import QueryRouter
+from ctxbudget.testing import batch, candidate
 from ctxbudget.text import _Memo, _WordIds, containment, jaccard
 from ctxbudget.tokens import TokenizerRegistry
-from tests.conftest import REPO, batch, candidate
+from tests.paths import REPO
 
 EXAMPLE = (REPO / "examples" / "batches.jsonl").read_bytes().splitlines()[0]
 

@@ -11,7 +11,7 @@ from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Query
 from ctxbudget.stages.route import classify
 from ctxbudget.stages.select import comparison_options, subject_of
-from tests.conftest import batch, candidate
+from ctxbudget.testing import batch, candidate
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from ctxbudget.cli import main
 from ctxbudget.rollout import ControlState
-from tests.conftest import REPO
+from tests.paths import REPO
 from workers import healthcheck
 from workers.settings import WorkerSettings
 

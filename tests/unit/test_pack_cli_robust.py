@@ -37,7 +37,7 @@ from ctxbudget.errors import InputError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import CandidateBatch, DeadLetter
-from tests.conftest import REPO
+from tests.paths import REPO
 
 EXAMPLES = (REPO / "examples" / "batches.jsonl").read_bytes().splitlines()
 GOOD = EXAMPLES[0]

@@ -10,8 +10,9 @@ from ctxbudget.errors import ConfigError
 from ctxbudget.policy import PolicyStore, load_policy, load_routing
 from ctxbudget.schemas import Query
 from ctxbudget.stages.route import QueryRouter, classify
+from ctxbudget.testing import batch, candidate
 from ctxbudget.tokens import TokenizerRegistry
-from tests.conftest import REPO, batch, candidate
+from tests.paths import REPO
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ from ctxbudget.rollout import (
     shadow_assignment,
 )
 from ctxbudget.schemas import Pack
-from tests.conftest import REPO, batch, candidate
+from ctxbudget.testing import batch, candidate
+from tests.paths import REPO
 
 STATE = ControlState(baseline="default@1", candidate="lean@1", percent=30, shadow=True)
 

@@ -12,7 +12,7 @@ import pytest
 from bench.injection import DEFAULT_CORPUS, evaluate, load_corpus
 from ctxbudget import safety
 from ctxbudget.safety import FINDINGS, explain, normalize, scan, scan_candidate
-from tests.conftest import data_dir
+from tests.paths import data_dir
 
 N = 100_000
 # Inputs that made the old patterns (``<\s*/?\s*``, ``(?m)^\s*``) quadratic, and the shapes

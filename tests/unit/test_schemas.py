@@ -8,7 +8,7 @@ import pytest
 from ctxbudget.codec import dead_letter, decode_batch, encode
 from ctxbudget.errors import InputError
 from ctxbudget.schemas import CandidateBatch
-from tests.conftest import batch, candidate
+from ctxbudget.testing import batch, candidate
 
 
 def _raw(**over: object) -> bytes:

@@ -9,8 +9,8 @@ from ctxbudget.order import edges
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Piece
 from ctxbudget.stages.select import comparison_options
+from ctxbudget.testing import batch, candidate
 from ctxbudget.tokens import TiktokenCounter
-from tests.conftest import batch, candidate
 
 
 @pytest.mark.parametrize(

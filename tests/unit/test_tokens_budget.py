@@ -8,8 +8,8 @@ from ctxbudget.budget import TURN_OVERHEAD_TOKENS, build_ledger, kept_conversati
 from ctxbudget.errors import TokenizerError
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Turn
+from ctxbudget.testing import batch
 from ctxbudget.tokens import ApproximateCounter, TiktokenCounter, TokenizerRegistry
-from tests.conftest import batch
 
 
 def test_cl100k_base_counts_offline_and_exactly() -> None:

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from ctxbudget.limits import InputLimits
-from tests.conftest import REPO
+from tests.paths import REPO
 from workers import scratch
 from workers.delivery import deliver, deliver_alone, handle_safely, refuses_record
 from workers.handlers import (
