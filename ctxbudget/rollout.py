@@ -13,6 +13,7 @@ Pure functions of (batch, state): the same request gets the same lanes everywher
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -41,6 +42,32 @@ class ControlState(WireModel):
     updated_at: str | None = None
     updated_by: str | None = None
     note: str | None = None
+
+
+def next_state(
+    before: ControlState,
+    update: dict[str, object],
+    *,
+    known_policy: Callable[[str], object],
+    at: str,
+    by: str,
+) -> ControlState:
+    """The control state after one change: ``update`` applied, the version one higher, who
+    and when recorded. Every named policy must load (``known_policy`` raises ConfigError for
+    one that does not), and a cohort percentage needs a candidate; a ConfigError says why
+    not. The caller supplies the clock and the identity (this module reads neither)."""
+    candidate = update.get("candidate", before.candidate)
+    baseline = update.get("baseline", before.baseline)
+    for ref in (baseline, candidate):
+        if isinstance(ref, str):
+            known_policy(ref)
+    percent = update.get("percent", 0)
+    if isinstance(percent, int | float) and percent and candidate is None:
+        raise ConfigError("a cohort percentage needs a candidate policy (--candidate)")
+    after = before.model_copy(
+        update={**update, "version": before.version + 1, "updated_at": at, "updated_by": by}
+    )
+    return ControlState.model_validate(after.model_dump(by_alias=True))
 
 
 class ControlEvent(WireModel):

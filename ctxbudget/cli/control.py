@@ -13,7 +13,7 @@ import orjson
 
 from ctxbudget.cli.common import load_store, policies_dir, worker_settings
 from ctxbudget.errors import ConfigError
-from ctxbudget.rollout import ControlState
+from ctxbudget.rollout import ControlState, next_state
 from workers.control import read_state, starting_state, write_state
 
 _brokers = click.option(
@@ -52,24 +52,17 @@ def _show(state: ControlState) -> None:
 
 def _change(brokers: str, action: str, **update: Any) -> None:
     before = _current(brokers)
-    candidate = update.get("candidate", before.candidate)
     store = load_store(None)
-    for ref in (update.get("baseline", before.baseline), candidate):
-        if ref is not None:
-            try:
-                store.get(ref)
-            except ConfigError as e:
-                raise click.ClickException(str(e)) from e
-    if update.get("percent", 0) and candidate is None:
-        raise click.ClickException("a cohort percentage needs a candidate policy (--candidate)")
-    after = before.model_copy(
-        update={
-            **update,
-            "version": before.version + 1,
-            "updated_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "updated_by": f"{getpass.getuser()}@{socket.gethostname()}:{os.getpid()}",
-        }
-    )
+    try:
+        after = next_state(
+            before,
+            update,
+            known_policy=store.get,
+            at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            by=f"{getpass.getuser()}@{socket.gethostname()}:{os.getpid()}",
+        )
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from e
     settings = worker_settings()
     write_state(
         brokers.split(","),

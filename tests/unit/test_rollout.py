@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -161,3 +162,26 @@ def test_a_candidate_not_in_the_cohort_never_sees_the_candidate_live() -> None:
         live_assignment(b, STATE.model_copy(update={"percent": p})).policy for p in (0.0, 100.0)
     }
     assert lanes == {"default@1", "lean@1"}
+
+
+def test_a_control_change_bumps_the_version_and_checks_the_policies() -> None:
+    """The rule lives in the library: version + 1, who and when, known policies only."""
+    from ctxbudget.errors import ConfigError
+    from ctxbudget.rollout import next_state
+
+    known = {"default@1", "lean@1"}
+
+    def check(ref: str) -> None:
+        if ref not in known:
+            raise ConfigError(f"unknown policy {ref}")
+
+    before = STATE.model_copy(update={"version": 4, "candidate": None, "percent": 0.0})
+    after = next_state(
+        before, {"candidate": "lean@1", "percent": 5.0}, known_policy=check, at="T", by="me"
+    )
+    assert (after.version, after.candidate, after.percent) == (5, "lean@1", 5.0)
+    assert (after.updated_at, after.updated_by) == ("T", "me")
+    with pytest.raises(ConfigError, match="unknown policy"):
+        next_state(before, {"candidate": "nope@9"}, known_policy=check, at="T", by="me")
+    with pytest.raises(ConfigError, match="needs a candidate"):
+        next_state(before, {"percent": 5.0}, known_policy=check, at="T", by="me")
