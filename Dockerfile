@@ -18,6 +18,13 @@ COPY pyproject.toml constraints.txt ./
 RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 print('\n'.join(p['dependencies'] + p['optional-dependencies']['kafka']))" > requirements.txt \
  && pip install -c constraints.txt -r requirements.txt
+# The audit sink (`ctxbudget audit-sink`, docker-compose.yml) also needs the `analytics` extra
+# (DuckDB): build its image with `--build-arg WITH_ANALYTICS=true`; the workers' image has none.
+ARG WITH_ANALYTICS=false
+RUN if [ "$WITH_ANALYTICS" = "true" ]; then \
+  python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['optional-dependencies']['analytics']))" > analytics.txt \
+ && pip install -c constraints.txt -r analytics.txt; fi
 COPY README.md ./
 COPY ctxbudget ./ctxbudget
 COPY workers ./workers
@@ -37,6 +44,8 @@ WORKDIR /app
 COPY policies ./policies
 COPY topics ./topics
 ENV CTXBUDGET_POLICIES=/app/policies
+# /data: where the audit sink keeps its DuckDB file (a volume; owned by the runtime user).
+RUN install -d -o 1000 -g 1000 /data
 USER 1000:1000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["python", "-m", "workers.healthcheck"]
