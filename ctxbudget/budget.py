@@ -36,6 +36,8 @@ def kept_conversation(turns: Sequence[Turn], counter: TokenCounter, cap: int) ->
 
 
 def instruction_tokens(batch: CandidateBatch, counter: TokenCounter) -> int:
+    """Tokens of the system instructions: ``instructions.tokens`` when the sender states it, else
+    the count of their text (0 without text)."""
     ins = batch.instructions
     if ins.tokens is not None:
         return ins.tokens

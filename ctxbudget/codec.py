@@ -161,6 +161,8 @@ def _safe_repr(value: Any) -> str:
 
 
 def describe_validation(err: ValidationError, *, limit: int = 5) -> str:
+    """A validation error in one line: its first ``limit`` problems as ``field.path: message
+    (found value)``, then how many more there are."""
     parts = []
     for e in err.errors()[:limit]:
         loc = ".".join(str(p) for p in e["loc"]) or "(message)"
@@ -215,6 +217,8 @@ def decode(raw: bytes | str, model: type[M], *, limits: InputLimits | None = Non
 
 
 def decode_batch(raw: bytes | str, *, limits: InputLimits | None = None) -> CandidateBatch:
+    """One CandidateBatch, held to strict JSON and the input limits by :func:`decode`; every
+    failure is an :class:`InputError`."""
     return decode(raw, CandidateBatch, limits=limits)
 
 

@@ -22,6 +22,11 @@ from ctxbudget.schemas import Pack
 
 
 class ClassDiff(BaseModel):
+    """Live against shadow over the pairs of one query class (or ``all``, or the noise floor):
+    mean evidence tokens per lane and their difference (shadow minus live), id overlap, order
+    distance, identical renderings, and the share of labelled relevant chunks each lane
+    admitted (None without labels)."""
+
     model_config = ConfigDict(frozen=True)
 
     query_class: str
@@ -37,6 +42,10 @@ class ClassDiff(BaseModel):
 
 
 class Comparison(BaseModel):
+    """The whole comparison: how many packs paired, each lane's policies, the differences
+    overall and per class, drop reasons per lane, answerability shifts (``live->shadow``: count)
+    and the noise floor when measured."""
+
     model_config = ConfigDict(frozen=True)
 
     pairs: int
@@ -50,9 +59,25 @@ class Comparison(BaseModel):
     dropped_shadow: dict[str, int]
     answerability_shifts: dict[str, int]
     noise_floor: ClassDiff | None = None
+    #: Packs per lane (every request id seen, paired or not): the denominators below.
+    live_packs: int = 0
+    shadow_packs: int = 0
+    #: Mean candidates dropped per pack, per reason, over every pack of the lane: comparable
+    #: when the lanes hold different numbers of packs (``dropped_*`` are totals over pairs).
+    dropped_live_per_pack: dict[str, float] = {}
+    dropped_shadow_per_pack: dict[str, float] = {}
+
+
+def drops_per_pack(packs: Sequence[Pack]) -> dict[str, float]:
+    """Mean count per pack of each drop reason (a pack without the reason counts as 0)."""
+    total: Counter[str] = Counter()
+    for p in packs:
+        total.update(p.dropped)
+    return {r: n / len(packs) for r, n in sorted(total.items())} if packs else {}
 
 
 def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
+    """Jaccard overlap of two collections of ids, as sets; 1.0 when both are empty."""
     sa, sb = set(a), set(b)
     if not sa and not sb:
         return 1.0
@@ -143,6 +168,10 @@ def compare(
         dropped_shadow=dict(sorted(dropped_shadow.items())),
         answerability_shifts=dict(sorted(shifts.items())),
         noise_floor=_diff("noise floor", noise, labels) if noise is not None else None,
+        live_packs=len(by_live),
+        shadow_packs=len(by_shadow),
+        dropped_live_per_pack=drops_per_pack(list(by_live.values())),
+        dropped_shadow_per_pack=drops_per_pack(list(by_shadow.values())),
     )
 
 
@@ -170,12 +199,11 @@ def render(c: Comparison) -> str:
             f"{d.jaccard_mean:>9.3f}{d.order_distance_mean:>7.3f}{d.identical:>6}"
             f"{pct(d.live_needed_admitted):>10}{pct(d.shadow_needed_admitted):>10}"
         )
-    reasons = sorted(set(c.dropped_live) | set(c.dropped_shadow))
+    live_d, shadow_d = c.dropped_live_per_pack, c.dropped_shadow_per_pack
+    reasons = sorted(set(live_d) | set(shadow_d))
     lines.append(
-        "drop reasons (live -> shadow): "
-        + ", ".join(
-            f"{r} {c.dropped_live.get(r, 0)}->{c.dropped_shadow.get(r, 0)}" for r in reasons
-        )
+        f"drop reasons per pack (live {c.live_packs} packs -> shadow {c.shadow_packs} packs): "
+        + ", ".join(f"{r} {live_d.get(r, 0):.2f}->{shadow_d.get(r, 0):.2f}" for r in reasons)
     )
     if c.answerability_shifts:
         lines.append(

@@ -32,6 +32,8 @@ _UNESCAPE_RX = re.compile("|".join(re.escape(k) for k in _UNESCAPES))
 
 
 def escape_text(text: str) -> str:
+    """``text`` with ``&``, ``<`` and ``>`` escaped, for the content of an envelope; text
+    without them comes back as it is."""
     # One str.replace per character present, "&" first so no escape is escaped again: the
     # same result as one substitution pass, and text without markup is returned as it is.
     for char, escaped in _TEXT_ESCAPES.items():
@@ -41,6 +43,8 @@ def escape_text(text: str) -> str:
 
 
 def escape_attr(value: str) -> str:
+    """``value`` escaped for a double-quoted attribute: ``&``, ``<``, ``>``, double
+    quotes, tabs and line breaks."""
     for char, escaped in _ATTR_ESCAPES.items():
         if char in value:
             value = value.replace(char, escaped)
@@ -48,6 +52,8 @@ def escape_attr(value: str) -> str:
 
 
 def unescape(text: str) -> str:
+    """Undo :func:`escape_text` or :func:`escape_attr` exactly; any other character
+    reference is left as it is."""
     return _UNESCAPE_RX.sub(lambda m: _UNESCAPES[m.group(0)], text)
 
 
@@ -197,6 +203,8 @@ def render_item(
     location_mode: LocationMode = "none",
     defaults: SetDefaults = SetDefaults(),
 ) -> str:
+    """One item's envelope: its :func:`header`, the escaped text and the
+    closing tag, ending in a newline."""
     return header(item, location_mode, defaults) + escape_text(item.text) + f"</{TAG}>\n"
 
 

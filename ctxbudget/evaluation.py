@@ -8,7 +8,8 @@ For every alpha, and per query class when the calibration has Mondrian bins, it 
 * se: the binomial standard error of a coverage estimate at the target, ``sqrt(t(1-t)/n_rel)``,
   to read small groups (a class with 14 relevant passages moves 7 points per passage);
 * tokens saved: the tokens of the removed candidates, from ``candidate.tokens`` when given,
-  else the estimate ``ceil(len(text) / 4)`` (the report says which);
+  else the estimate ``ceil(len(text) / 4.4)`` (:func:`~ctxbudget.tokens.estimate_tokens`; the
+  report says which);
 
 for these filters:
 

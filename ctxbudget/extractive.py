@@ -95,6 +95,10 @@ def _protected(sentence: str, ws: Sequence[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Compressed:
+    """A compressed text: the kept sentences in document order (a :data:`GAP` where
+    sentences were left out), the chunk spans they come from, and ``kept`` of the
+    text's ``total`` sentences."""
+
     text: str
     spans: tuple[EvidenceSpan, ...]
     kept: int
@@ -158,6 +162,7 @@ class SentenceAnalysis:
 
 
 def analyse(text: str) -> SentenceAnalysis:
+    """The :class:`SentenceAnalysis` of ``text``."""
     bounds = tuple(sentences(text))
     sentence_words = [words(text[s:e]) for s, e in bounds]
     return SentenceAnalysis(

@@ -23,6 +23,7 @@ class BoundFilter:
         self._query = batch.query
 
     def keep(self, candidate: Candidate, query_class: str) -> bool:
+        """Whether ``candidate`` passes the filter of ``query_class`` (True when it has none)."""
         f = self._filters.get(query_class)
         return True if f is None else f.decide(self._query, candidate, query_class).kept
 
@@ -34,12 +35,15 @@ class PolicyFilter:
         self._filters = filters
 
     def bind(self, batch: CandidateBatch) -> BoundFilter:
+        """The filters bound to ``batch`` (a scorer may need the whole batch)."""
         return BoundFilter(self._filters, batch)
 
     def applies_to(self, query_class: str) -> bool:
+        """Whether the policy sets an ``alpha`` for ``query_class``."""
         return query_class in self._filters
 
     def coverage(self, query_class: str) -> Coverage | None:
+        """The coverage statement of ``query_class``; None when the class is not filtered."""
         f = self._filters.get(query_class)
         return None if f is None else f.coverage(query_class)
 

@@ -25,6 +25,8 @@ def read_lines(path: str) -> Iterator[tuple[int, bytes]]:
 
 
 def count_lines(path: str) -> int | None:
+    """The number of non-blank lines of the file (a progress total); None for stdin ('-'),
+    which cannot be read twice."""
     if path == "-":
         return None
     with open(path, "rb") as fh:

@@ -61,6 +61,7 @@ class BoundedMemo(Generic[K, V]):
         return value
 
     def clear(self) -> None:
+        """Forget every entry."""
         with self._lock:
             self._data.clear()
             self._bytes = 0

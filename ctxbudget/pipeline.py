@@ -47,6 +47,7 @@ class PipelineResult:
 
     @property
     def pack(self) -> Pack:
+        """The Pack (``finished.pack``)."""
         return self.finished.pack
 
 
@@ -80,6 +81,10 @@ class Pipeline:
         tokenizers: TokenizerRegistry | None = None,
         max_pair_checks: int = DEFAULT_MAX_PAIR_CHECKS,
     ) -> Pipeline:
+        """The pipeline of policy ``ref`` (``name@version``) in ``store``, with the evidence
+        filter its calibration file gives. :class:`~ctxbudget.errors.ConfigError` for an unknown
+        policy, :class:`~ctxbudget.conformal.CalibrationError` for a calibration that is
+        missing, invalid or does not fit."""
         from ctxbudget.filters import filter_for
 
         policy, rules = store.get(ref)

@@ -117,9 +117,12 @@ class Policy(_Model):
 
     @property
     def ref(self) -> PolicyRef:
+        """The policy's name and version, as packs and traces carry them."""
         return PolicyRef(name=self.name, version=self.version)
 
     def reserve_for(self, kind: str) -> int:
+        """Tokens to reserve for an answer of contract ``kind``; the ``default`` entry for a
+        kind the policy does not list."""
         return self.answer_reserves.get(kind, self.answer_reserves["default"])
 
     def authority_of(self, source_id: str, given: float | None) -> float:
@@ -130,6 +133,9 @@ class Policy(_Model):
 
 
 class RoutingRule(_Model):
+    """One classification rule: the class it assigns, its priority (the highest-priority match
+    wins) and its patterns, regular expressions searched case-insensitively in the query text."""
+
     name: Annotated[str, Field(min_length=1)]
     query_class: QueryClass
     priority: int = 0
@@ -146,15 +152,20 @@ class RoutingRule(_Model):
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
+        """The patterns as one case-insensitive alternation."""
         return re.compile("|".join(f"(?:{p})" for p in self.patterns), re.IGNORECASE)
 
 
 class RoutingRules(_Model):
+    """A routing file: the classification rules, and the patterns of questions about
+    history (earlier versions)."""
+
     rules: list[RoutingRule]
     history_patterns: list[str] = Field(default_factory=list)
 
     @cached_property
     def history_regex(self) -> re.Pattern[str] | None:
+        """The history patterns as one case-insensitive alternation; None when there are none."""
         if not self.history_patterns:
             return None
         return re.compile("|".join(f"(?:{p})" for p in self.history_patterns), re.IGNORECASE)
@@ -191,6 +202,9 @@ def read_yaml(path: Path) -> Any:
 
 
 def validate_config(model: type[_M], path: Path, data: Any) -> _M:
+    """``data`` (read from ``path``) validated as ``model``; a :class:`ConfigError`
+    naming the file when it is not a mapping or is invalid (each problem with its
+    key path and what was found)."""
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: expected a mapping at the top level, found {type(data).__name__}"
@@ -202,10 +216,13 @@ def validate_config(model: type[_M], path: Path, data: Any) -> _M:
 
 
 def load_policy(path: Path) -> Policy:
+    """Read and validate one packing policy file; any problem is a
+    :class:`ConfigError` naming it."""
     return validate_config(Policy, path, read_yaml(path))
 
 
 def load_routing(path: Path) -> RoutingRules:
+    """Read and validate one routing file; any problem is a :class:`ConfigError` naming it."""
     return validate_config(RoutingRules, path, read_yaml(path))
 
 
@@ -220,6 +237,9 @@ class PolicyStore:
 
     @classmethod
     def load(cls, root: Path) -> PolicyStore:
+        """Every policy in ``<root>/packing/*.yaml``, with the routing file each names (each file
+        loaded once). :class:`ConfigError` for an invalid file, a policy defined twice, a missing
+        routing file, or no policy at all."""
         root = Path(root)
         found: dict[str, tuple[Policy, RoutingRules]] = {}
         routing_cache: dict[str, RoutingRules] = {}
@@ -237,9 +257,12 @@ class PolicyStore:
         return cls(found, root)
 
     def names(self) -> list[str]:
+        """The ``name@version`` of every policy, sorted."""
         return sorted(self._policies)
 
     def get(self, ref: str | PolicyRef) -> tuple[Policy, RoutingRules]:
+        """Policy ``ref`` and its routing rules; a :class:`ConfigError` listing the known
+        policies when there is none by that name."""
         key = str(ref)
         if key not in self._policies:
             raise ConfigError(f"unknown policy {key!r}; known: {', '.join(self.names())}")

@@ -116,6 +116,8 @@ def cohort_key(batch: CandidateBatch, kind: CohortKey) -> str:
 
 
 def in_cohort(batch: CandidateBatch, state: ControlState) -> bool:
+    """Whether the batch's cohort key falls in the candidate's rollout share (never with no
+    candidate, with the kill switch on, or at 0 %)."""
     if state.candidate is None or state.killed or state.percent <= 0:
         return False
     return bucket(cohort_key(batch, state.cohort_key)) < state.percent

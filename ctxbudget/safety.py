@@ -1433,19 +1433,24 @@ class Verdict:
 
     @property
     def total(self) -> float:
+        """The sum of the finding scores, less the frame penalty."""
         return sum(self.scores.values()) - self.frame_penalty
 
     @property
     def quarantined(self) -> bool:
+        """Whether ``total`` reaches :data:`THRESHOLD`."""
         return self.total >= THRESHOLD
 
     @property
     def findings(self) -> tuple[str, ...]:
+        """The findings that scored, in :data:`FINDINGS` order; empty unless quarantined."""
         if not self.quarantined:
             return ()
         return tuple(name for name in FINDINGS if self.scores.get(name, 0.0) > 0.0)
 
     def add(self, finding: str, weight: float, rule: str) -> None:
+        """Add ``weight`` to ``finding`` (each finding's score is capped) and record ``rule``; a
+        weight of zero or less is ignored."""
         if weight <= 0.0:
             return
         self.scores[finding] = min(_CAP, self.scores.get(finding, 0.0) + weight)

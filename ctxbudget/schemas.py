@@ -1,4 +1,4 @@
-"""Wire models of the v1 contract (see ARCHITECTURE.md, "The wire contract").
+"""Wire models of the v1 contract (``ctxbudget schema <name>`` prints each one's JSON Schema).
 
 Every message is a frozen pydantic v2 model. Inputs are validated strictly (a string is
 never coerced into a number, nor the reverse) and unknown fields are ignored so that
@@ -54,6 +54,8 @@ class WireModel(BaseModel):
 
 
 class Principal(WireModel):
+    """Who asks: the tenant, and the access labels whose passages may be shown."""
+
     tenant_id: str
     access_labels: tuple[str, ...] = ()
     #: Optional end-user id; used as the cohort key when the rollout asks for "user".
@@ -61,6 +63,8 @@ class Principal(WireModel):
 
 
 class Query(WireModel):
+    """The question, with an optional class hint, ``as_of`` date and sub-questions."""
+
     text: str
     class_hint: str | None = None
     as_of: str | None = None
@@ -68,27 +72,37 @@ class Query(WireModel):
 
 
 class Turn(WireModel):
+    """One turn of the conversation: the speaker's role and the text."""
+
     role: str
     text: str
 
 
 class Instructions(WireModel):
+    """The system instructions: their text, or their token count when the sender states it."""
+
     text: str | None = None
     tokens: NonNegInt | None = None
 
 
 class ModelSpec(WireModel):
+    """The model the prompt is for: its name, input limit in tokens, and tokenizer."""
+
     name: str
     input_limit: Annotated[int, Field(gt=0)]
     tokenizer: str = "cl100k_base"
 
 
 class AnswerContract(WireModel):
+    """The answer expected: its kind, and the tokens to reserve for it (else the policy's)."""
+
     kind: str
     reserve_tokens: NonNegInt | None = None
 
 
 class Span(WireModel):
+    """Where a chunk sits in its document: character offsets, ``end`` not before ``start``."""
+
     start: NonNegInt
     end: NonNegInt
 
@@ -100,6 +114,8 @@ class Span(WireModel):
 
 
 class Candidate(WireModel):
+    """One retrieved chunk: ids, text, provenance, scores, and the fields authorization checks."""
+
     chunk_id: Annotated[str, Field(min_length=1)]
     doc_id: Annotated[str, Field(min_length=1)]
     source_id: Annotated[str, Field(min_length=1)]
@@ -127,14 +143,20 @@ class Candidate(WireModel):
 
 
 class Labels(WireModel):
+    """The chunk ids relevant to the query (replay and evaluation traffic only)."""
+
     relevant_chunk_ids: tuple[str, ...] = ()
 
 
 class ReplayInfo(WireModel):
+    """Marks a replayed request and names its run; replay is packed in the shadow lane only."""
+
     run_id: Annotated[str, Field(min_length=1)]
 
 
 class CandidateBatch(WireModel):
+    """``ctx.candidate_batch.v1``: one request and its retrieved candidates (the packer's input)."""
+
     schema_: Literal["ctx.candidate_batch.v1"] = Field(
         default="ctx.candidate_batch.v1", alias="schema"
     )
@@ -163,6 +185,8 @@ class CandidateBatch(WireModel):
 
 
 class PolicyRef(WireModel):
+    """Which policy packed a request; ``str()`` gives ``name@version``."""
+
     name: str
     version: str
 
@@ -171,6 +195,8 @@ class PolicyRef(WireModel):
 
 
 class BudgetLedger(WireModel):
+    """The token budget of one request, line item by line item (:mod:`ctxbudget.budget`)."""
+
     input_limit: int
     instructions: int
     conversation: int
@@ -181,12 +207,16 @@ class BudgetLedger(WireModel):
 
 
 class EvidenceSpan(WireModel):
+    """Where part of an evidence text comes from: ``[start, end)`` of one chunk's text."""
+
     chunk_id: str
     start: int
     end: int
 
 
 class EvidenceItem(WireModel):
+    """One passage of a pack: ids, provenance, trust, text, spans and exact tokens."""
+
     evidence_id: str
     chunk_ids: tuple[str, ...]
     doc_id: str
@@ -201,6 +231,8 @@ class EvidenceItem(WireModel):
 
 
 class Coverage(WireModel):
+    """The conformal filter's coverage statement for the query class of a pack."""
+
     alpha: float
     threshold: float | None
     n_calibration: int
@@ -218,6 +250,8 @@ class Withheld(WireModel):
 
 
 class Pack(WireModel):
+    """``ctx.pack.v1``: the output for one request and lane, its evidence counted exactly."""
+
     schema_: Literal["ctx.pack.v1"] = Field(default="ctx.pack.v1", alias="schema")
     request_id: str
     lane: Lane
@@ -250,6 +284,8 @@ class CandidateFate(WireModel):
 
 
 class TraceEvent(WireModel):
+    """``ctx.trace_event.v1``: what one stage did with one request in one lane."""
+
     schema_: Literal["ctx.trace_event.v1"] = Field(default="ctx.trace_event.v1", alias="schema")
     request_id: str
     stage: Literal["route", "consolidate", "select", "compress"]
@@ -269,6 +305,8 @@ class TraceEvent(WireModel):
 
 
 class DeadLetter(WireModel):
+    """``ctx.dead_letter.v1``: an input that could not be processed, its error and its bytes."""
+
     schema_: Literal["ctx.dead_letter.v1"] = Field(default="ctx.dead_letter.v1", alias="schema")
     request_id: str | None
     stage: str
@@ -343,6 +381,8 @@ class ConsolidatedItem(WireModel):
 
 
 class ConsolidatedBatch(WireModel):
+    """``ctx.consolidated_batch.v1``: the consolidator's output, one item per source family."""
+
     schema_: Literal["ctx.consolidated_batch.v1"] = Field(
         default="ctx.consolidated_batch.v1", alias="schema"
     )
@@ -371,6 +411,8 @@ class Admission(WireModel):
 
 
 class PackedBatch(WireModel):
+    """``ctx.packed_batch.v1``: the selector's output, the admitted items in rendering order."""
+
     schema_: Literal["ctx.packed_batch.v1"] = Field(default="ctx.packed_batch.v1", alias="schema")
     request_id: str
     consolidated: ConsolidatedBatch

@@ -462,6 +462,7 @@ def clear_memos() -> None:
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:
+    """Jaccard overlap of two shingle sets; 0.0 when either is empty."""
     if not a or not b:
         return 0.0
     inter = len(a & b)

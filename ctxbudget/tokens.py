@@ -36,9 +36,13 @@ class TokenCounter(Protocol):
     """Counts tokens of a text exactly for one tokenizer."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The tokenizer's name, as a batch's ``model.tokenizer`` gives it."""
+        ...
 
-    def count(self, text: str) -> int: ...
+    def count(self, text: str) -> int:
+        """The exact number of tokens of ``text`` for this tokenizer."""
+        ...
 
 
 def estimate_tokens(text: str) -> int:
@@ -60,9 +64,12 @@ class TiktokenCounter:
 
     @property
     def name(self) -> str:
+        """The encoding's name, as asked for (``cl100k_base`` even when served offline)."""
         return self._name
 
     def count(self, text: str) -> int:
+        """The exact number of tokens of ``text`` (0 for empty text); special-token
+        text counts as ordinary text."""
         if not text:
             return 0
         key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -81,11 +88,13 @@ class TiktokenCounter:
 
 
 class ApproximateCounter:
-    """A deterministic stand-in counter (chars / 4) for tests and dry runs."""
+    """A deterministic stand-in counter (:func:`estimate_tokens`: characters / 4.4, rounded up)
+    for tests and dry runs."""
 
     name = "approx"
 
     def count(self, text: str) -> int:
+        """The estimate of :func:`estimate_tokens`."""
         return estimate_tokens(text)
 
 
@@ -149,6 +158,8 @@ class TokenizerRegistry:
         self._lock = threading.Lock()
 
     def get(self, name: str) -> TokenCounter:
+        """The counter of tokenizer ``name``, loaded on first use; a :class:`TokenizerError` when
+        it cannot load (a name that failed before fails again without a new attempt)."""
         with self._lock:
             if name in self._counters:
                 return self._counters[name]

@@ -25,6 +25,9 @@ def _base(routed: RoutedBatch, stage: str, latency_ms: float) -> dict[str, objec
 
 
 def route_trace(routed: RoutedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    """The route stage's event: the admissible candidates accepted, the unauthorized and
+    quarantined ones dropped, the budget ledger, the rule that chose the class, and in
+    ``details`` the conversation turns kept and the relevance labels."""
     cands = routed.batch.candidates
     return TraceEvent.model_validate(
         {
@@ -48,6 +51,8 @@ def route_trace(routed: RoutedBatch, latency_ms: float = 0.0) -> TraceEvent:
 
 
 def consolidate_trace(cb: ConsolidatedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    """The consolidate stage's event: the item ids accepted, the consolidation drops, and in
+    ``details`` each family of more than one chunk."""
     routed = cb.routed
     return TraceEvent.model_validate(
         {
@@ -65,6 +70,9 @@ def consolidate_trace(cb: ConsolidatedBatch, latency_ms: float = 0.0) -> TraceEv
 
 
 def select_trace(packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    """The select stage's event: the admitted item ids, the drops, and in ``details``
+    the admission order, utilities, estimated tokens, items to compress, uncovered
+    facets and the coverage statement."""
     cb = packed.consolidated
     items = cb.items
     return TraceEvent.model_validate(
@@ -89,6 +97,9 @@ def select_trace(packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
 
 
 def compress_trace(finished: Finished, packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
+    """The compress stage's event: the chunk ids in the pack, the drops of the exact count, the
+    evidence tokens, and in ``details`` what was compressed, topped up or restored, the
+    answerability and the pack's drop counts."""
     pack = finished.pack
     return TraceEvent.model_validate(
         {

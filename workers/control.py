@@ -72,6 +72,7 @@ class ControlHolder:
         self._lock = threading.Lock()
 
     def get(self) -> ControlState:
+        """The state in force."""
         with self._lock:
             return self._state
 
@@ -85,6 +86,7 @@ class ControlHolder:
             return changed
 
     def force(self, state: ControlState) -> None:
+        """Put ``state`` in force whatever its version (the baseline-only fallback at start)."""
         with self._lock:
             self._state = state
 
@@ -116,6 +118,7 @@ class ControlFollower(threading.Thread):
         self._stop = threading.Event()
 
     def stop(self) -> None:
+        """Ask the thread to stop; it ends after the poll (or the retry wait) in progress."""
         self._stop.set()
 
     def wait_caught_up(self, timeout_s: float) -> bool:
@@ -129,6 +132,8 @@ class ControlFollower(threading.Thread):
         return self.caught_up.is_set()
 
     def run(self) -> None:
+        """Follow the topic until stopped. An error (broker down, topic missing) sets ``failed``,
+        is logged and is retried every 2 s: the thread never dies."""
         while not self._stop.is_set():
             try:
                 self._follow()

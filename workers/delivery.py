@@ -60,7 +60,10 @@ class Producer(Protocol):
         partition: int | None,
         timestamp: float | None,
         headers: Any,
-    ) -> Awaitable[Any]: ...
+    ) -> Awaitable[Any]:
+        """Schedule one record; the awaitable returned resolves once the broker
+        acks it, or raises its refusal."""
+        ...
 
 
 class OutputRefused(Exception):

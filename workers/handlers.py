@@ -60,6 +60,9 @@ log = structlog.get_logger("ctxbudget.worker")
 
 @dataclass(frozen=True, slots=True)
 class Output:
+    """One record to produce: its topic, key (the request id in UTF-8; None for a dead
+    letter without one) and value."""
+
     topic: str
     key: bytes | None
     value: bytes
@@ -76,10 +79,12 @@ class Metrics:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def inc(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``name``."""
         with self.lock:
             self.counts[name] += n
 
     def snapshot(self) -> dict[str, int]:
+        """A copy of the counters, sorted by name."""
         with self.lock:
             return dict(sorted(self.counts.items()))
 
@@ -97,6 +102,8 @@ class Pipelines:
         self._lock = threading.Lock()
 
     def get(self, ref: str | PolicyRef) -> Pipeline:
+        """The pipeline of policy ``ref`` (``name@version``), built on first use; a
+        :class:`~ctxbudget.errors.ConfigError` for an unknown policy."""
         key = str(ref)
         with self._lock:
             if key not in self._by_ref:
@@ -210,6 +217,8 @@ class Handler:
         return outputs
 
     def run(self, raw: bytes) -> list[Output]:
+        """The records made from one input's bytes; raises on bad input (:meth:`handle` turns any
+        error into a dead letter). Each stage's handler implements it."""
         raise NotImplementedError
 
     def fits(self, out: Output) -> bool:
@@ -282,9 +291,12 @@ def _ms(t0: float) -> float:
 
 
 class RouteHandler(Handler):
+    """Stage 1 on Kafka: a CandidateBatch in; per lane assigned, a RoutedBatch and its trace out."""
+
     stage = "route"
 
     def run(self, raw: bytes) -> list[Output]:
+        """The RoutedBatch and the route trace of each lane the batch is assigned."""
         batch = decode(raw, CandidateBatch, limits=self.limits)
         out: list[Output] = []
         for a in self.ctx.assign(batch):
@@ -297,9 +309,12 @@ class RouteHandler(Handler):
 
 
 class ConsolidateHandler(Handler):
+    """Stage 2 on Kafka: a RoutedBatch in, a ConsolidatedBatch and its trace out."""
+
     stage = "consolidate"
 
     def run(self, raw: bytes) -> list[Output]:
+        """The ConsolidatedBatch, under the routed batch's policy, and the consolidate trace."""
         routed = decode(raw, RoutedBatch, limits=self.limits)
         t0 = time.perf_counter()
         cb = self.pipelines.get(routed.policy).consolidator.run(routed)
@@ -311,9 +326,12 @@ class ConsolidateHandler(Handler):
 
 
 class SelectHandler(Handler):
+    """Stage 3 on Kafka: a ConsolidatedBatch in, a PackedBatch and its trace out."""
+
     stage = "select"
 
     def run(self, raw: bytes) -> list[Output]:
+        """The PackedBatch, under the batch's policy, and the select trace."""
         cb = decode(raw, ConsolidatedBatch, limits=self.limits)
         t0 = time.perf_counter()
         packed = self.pipelines.get(cb.routed.policy).selector.run(cb)
@@ -325,9 +343,13 @@ class SelectHandler(Handler):
 
 
 class CompressHandler(Handler):
+    """Stage 4 on Kafka: a PackedBatch in, the Pack and its trace out."""
+
     stage = "compress"
 
     def run(self, raw: bytes) -> list[Output]:
+        """The Pack (to the packs topic, or to shadow for a shadow or replayed
+        pack) and the compress trace."""
         packed = decode(raw, PackedBatch, limits=self.limits)
         t0 = time.perf_counter()
         finished = self.pipelines.get(packed.consolidated.routed.policy).finisher.run(packed)
@@ -344,6 +366,8 @@ class FusedHandler(Handler):
     stage = "fused"
 
     def run(self, raw: bytes) -> list[Output]:
+        """For each lane the batch is assigned: the intermediate batches when
+        ``write_intermediate`` is set, then the Pack and the four traces."""
         batch = decode(raw, CandidateBatch, limits=self.limits)
         out: list[Output] = []
         for a in self.ctx.assign(batch):
@@ -371,6 +395,8 @@ HANDLERS: dict[str, type[Handler]] = {
 
 
 def build_handler(stage: str, ctx: Context) -> Handler:
+    """The handler of ``stage``, one of :data:`STAGES` (``shadow`` is the fused handler under its
+    own name); a ValueError for any other."""
     if stage not in HANDLERS:
         raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     handler = HANDLERS[stage](ctx)
@@ -379,6 +405,7 @@ def build_handler(stage: str, ctx: Context) -> Handler:
 
 
 def input_topic(stage: str, topics: TopicNames) -> str:
+    """The topic ``stage`` (one of :data:`STAGES`) consumes."""
     return {
         "route": topics.candidates,
         "consolidate": topics.routed,

@@ -104,6 +104,8 @@ def probe(port: int, path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Check once and print the verdict; returns the exit status, 0 healthy, 1 not. ``argv`` is
+    the command line without the program name (None: ``sys.argv``)."""
     parser = argparse.ArgumentParser(prog="python -m workers.healthcheck", description=__doc__)
     parser.add_argument("--pid", type=int, default=1, help="the worker's process id (1)")
     parser.add_argument(

@@ -74,6 +74,8 @@ class LimitSettings(BaseSettings):
     )
 
     def specs_dir(self) -> Path:
+        """The topic specs folder: ``CTXBUDGET_TOPIC_SPECS``, else ``./topics`` when
+        present, else the shipped copy."""
         if self.topic_specs is not None:
             return self.topic_specs
         local = Path("topics")
@@ -85,6 +87,8 @@ class LimitSettings(BaseSettings):
 
 
 def load_specs(limits: LimitSettings) -> list[TopicSpec]:
+    """The topic specs in :meth:`LimitSettings.specs_dir`; a
+    :class:`~workers.topics.TopicSpecError` when the folder or a spec is invalid."""
     from workers.topics import load_topic_specs
 
     return load_topic_specs(limits.specs_dir())

@@ -158,12 +158,15 @@ class Observability:
                 self.withheld.labels(p.lane).inc(p.withheld)
 
     def skip(self, stage: str) -> None:
+        """One record of ``stage`` could be neither processed nor dead-lettered."""
         self.skipped.labels(stage).inc()
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:
+        """``partition`` of ``topic`` is ``lag`` records behind the log end (floored at 0)."""
         self.lag.labels(topic, str(partition)).set(max(0, lag))
 
     def set_control(self, *, percent: float, killed: bool, shadow: bool, version: int) -> None:
+        """The control state in force: rollout percent, kill switch, shadow and version."""
         self.control_percent.set(percent)
         self.control_killed.set(1 if killed else 0)
         self.control_shadow.set(1 if shadow else 0)
@@ -174,10 +177,12 @@ class Observability:
         self._last_tick = self.clock()
 
     def joined(self, value: bool = True) -> None:
+        """The consumer group is joined (partitions assigned), or no longer with ``value=False``."""
         self._joined = value
         self._update_up()
 
     def control_read(self, value: bool = True) -> None:
+        """The control state has been read, or not with ``value=False``."""
         self._control_read = value
         self._update_up()
 
@@ -187,12 +192,15 @@ class Observability:
     # -- what the endpoints answer
 
     def alive(self) -> tuple[bool, str]:
+        """Liveness and why: false once the event loop has not ticked for ``stale_after_s``."""
         age = self.clock() - self._last_tick
         if age > self.stale_after_s:
             return False, f"event loop silent for {age:.1f}s"
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
+        """Readiness and why: true once the group is joined and the control state read,
+        else what is still awaited."""
         waiting = []
         if not self._joined:
             waiting.append("consumer group not joined")
@@ -201,6 +209,7 @@ class Observability:
         return (not waiting, "ok" if not waiting else "; ".join(waiting))
 
     def exposition(self) -> bytes:
+        """The worker's registry in the Prometheus text format (the body of ``/metrics``)."""
         return generate_latest(self.registry)
 
     # -- the HTTP server
@@ -243,6 +252,7 @@ class Observability:
         return int(server.server_address[1])
 
     def close(self) -> None:
+        """Stop the HTTP server, if one runs."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -82,6 +82,7 @@ class WorkerSettings(BaseSettings):
     )
 
     def bootstrap(self) -> list[str]:
+        """The bootstrap servers of ``brokers``, as a list without blanks."""
         return [b.strip() for b in self.brokers.split(",") if b.strip()]
 
     def describe(self) -> dict[str, object]:

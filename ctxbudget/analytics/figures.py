@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 from collections import defaultdict
 from collections.abc import Sequence
@@ -157,4 +158,50 @@ def latency(rows: Sequence[tuple[str, str, float]]) -> bytes:
     ax.set_title("Latency per stage")
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def over_time(
+    packs: Sequence[tuple[str, datetime.datetime, int, float | None, int]],
+    rejects: Sequence[tuple[datetime.datetime, int]],
+    controls: Sequence[tuple[datetime.datetime, str]],
+    *,
+    unit: str,
+) -> bytes:
+    """Three panels sharing a time axis (one point per ``unit`` bucket): packs per lane, mean
+    evidence tokens per pack per lane, and candidates dropped per lane beside rejected records.
+    Control changes are drawn as vertical lines on every panel.
+
+    ``packs``: (lane, bucket, packs, mean evidence tokens, dropped); ``rejects``: (bucket, n);
+    ``controls``: (time, action).
+    """
+    lanes = _lanes(packs)
+    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    for lane in lanes:
+        pts = sorted((r[1], r[2], r[3], r[4]) for r in packs if r[0] == lane)
+        xs = [p[0] for p in pts]
+        color = LANE_COLORS.get(lane, "#999999")
+        axes[0].plot(xs, [p[1] for p in pts], "o-", color=color, label=lane)
+        axes[1].plot(xs, [_nan(p[2]) for p in pts], "o-", color=color, label=lane)
+        axes[2].plot(xs, [p[3] for p in pts], "o-", color=color, label=f"{lane}: dropped")
+    if rejects:
+        pts_r = sorted(rejects)
+        axes[2].plot(
+            [p[0] for p in pts_r], [p[1] for p in pts_r], "x--", color="#d62728", label="rejects"
+        )
+    for ax in axes:
+        for at, _action in controls:
+            ax.axvline(at, color="#555555", linestyle=":", linewidth=1)
+        ax.grid(alpha=0.3)
+    if controls:
+        axes[0].plot([], [], ":", color="#555555", label="control change")
+    axes[0].set_ylabel(f"packs per {unit}")
+    axes[1].set_ylabel("mean evidence tokens / pack")
+    axes[2].set_ylabel(f"per {unit}")
+    axes[2].set_xlabel(f"time (UTC, {unit} buckets)")
+    axes[0].set_title("Over time")
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.autofmt_xdate()
     return _png(fig)

@@ -23,10 +23,14 @@ from workers.settings import WorkerSettings
 
 @dataclass(frozen=True)
 class Record:
+    """One record read: its topic, partition and offset, and its value (None for a tombstone)."""
+
     topic: str
     partition: int
     offset: int
     value: bytes | None
+    #: The record's timestamp (ms since the epoch), None when the broker gave none.
+    timestamp: int | None = None
 
 
 def consumer_config(settings: WorkerSettings, brokers: str | None = None) -> dict[str, Any]:
@@ -65,9 +69,13 @@ class KafkaSource:
         self._next_refresh = 0.0
 
     def close(self) -> None:
+        """Close the consumer; nothing is committed to the broker (the positions
+        live in the audit database)."""
         self.consumer.close()
 
     def missing_topics(self) -> list[str]:
+        """The topics with no partition assigned: absent at the last metadata look (every topic,
+        before the first :meth:`poll`)."""
         have = {tp.topic for tp in self.assigned}
         return [t for t in self.topics if t not in have]
 
@@ -103,7 +111,7 @@ class KafkaSource:
             return []
         got = self.consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
         records = [
-            Record(tp.topic, tp.partition, msg.offset, msg.value)
+            Record(tp.topic, tp.partition, msg.offset, msg.value, msg.timestamp)
             for tp, msgs in sorted(got.items())
             for msg in msgs
         ]

@@ -1,14 +1,17 @@
 """Raw bytes from the audit stream to table rows, or a reject that says why.
 
 A record is dispatched on its ``schema`` field: ``ctx.trace_event.v1`` becomes one ``events``
-row and its ``decisions`` rows, ``ctx.pack.v1`` one ``packs`` row. Anything else (not JSON,
-not an object, an unknown schema version, a missing or mistyped field) becomes a reject that
-keeps the raw text and the error; nothing is dropped silently.
+row and its ``decisions`` rows, ``ctx.pack.v1`` one ``packs`` row, ``ctx.control_event.v1``
+one ``control_events`` row and ``ctx.control_applied.v1`` one ``control_applied`` row; every
+row gets a ``ts`` (the Kafka record timestamp, else the time the sink read it). Anything
+else (not JSON, not an object, an unknown schema version, a missing or mistyped field) becomes
+a reject that keeps the raw text and the error; nothing is dropped silently.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,6 +20,7 @@ from pydantic import ValidationError
 
 from ctxbudget.analytics.tables import BUDGET_ITEMS
 from ctxbudget.codec import describe_validation
+from ctxbudget.rollout import ControlApplied, ControlEvent
 from ctxbudget.schemas import BudgetLedger, Pack, TraceEvent
 
 Row = dict[str, Any]
@@ -24,7 +28,30 @@ RejectKind = Literal["not_json", "unknown_schema", "invalid", "empty"]
 
 TRACE_SCHEMA = "ctx.trace_event.v1"
 PACK_SCHEMA = "ctx.pack.v1"
-KNOWN_SCHEMAS = (TRACE_SCHEMA, PACK_SCHEMA)
+CONTROL_SCHEMA = "ctx.control_event.v1"
+APPLIED_SCHEMA = "ctx.control_applied.v1"
+KNOWN_SCHEMAS = (TRACE_SCHEMA, PACK_SCHEMA, CONTROL_SCHEMA, APPLIED_SCHEMA)
+RecordKind = Literal["trace", "pack", "control", "applied"]
+Model = TraceEvent | Pack | ControlEvent | ControlApplied
+_MODELS: dict[str, tuple[RecordKind, type[Model]]] = {
+    TRACE_SCHEMA: ("trace", TraceEvent),
+    PACK_SCHEMA: ("pack", Pack),
+    CONTROL_SCHEMA: ("control", ControlEvent),
+    APPLIED_SCHEMA: ("applied", ControlApplied),
+}
+
+
+def utc_now() -> dt.datetime:
+    """The current time in UTC, naive (the ``ts`` columns are UTC ``TIMESTAMP``)."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def kafka_time(timestamp_ms: int | None) -> dt.datetime | None:
+    """A Kafka record timestamp (ms since the epoch) as a naive UTC datetime; None when the
+    record carries none (``None`` or negative)."""
+    if timestamp_ms is None or timestamp_ms < 0:
+        return None
+    return dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.UTC).replace(tzinfo=None)
 
 
 @dataclass(frozen=True)
@@ -34,8 +61,17 @@ class Position:
     origin: str
     part: int
     pos: int
+    #: The record's time (UTC): its Kafka timestamp, else when the sink read it.
+    ts: dt.datetime | None = None
+
+    @property
+    def time(self) -> str:
+        """``ts`` (the read time when unset) as an ISO string for the ``ts`` columns."""
+        return (self.ts or utc_now()).isoformat()
 
     def label(self) -> str:
+        """``kafka:<topic>/<partition>@<offset>``, or
+        ``file:<path>:<line>`` for a file (``part`` < 0)."""
         if self.part < 0:
             return f"file:{self.origin}:{self.pos}"
         return f"kafka:{self.origin}/{self.part}@{self.pos}"
@@ -49,24 +85,35 @@ class Rows:
     decisions: dict[tuple[str, str, str], list[Row]] = field(default_factory=dict)
     packs: list[Row] = field(default_factory=list)
     rejects: list[Row] = field(default_factory=list)
+    controls: list[Row] = field(default_factory=list)
+    applied: list[Row] = field(default_factory=list)
 
     def add(self, raw: bytes | None, where: Position) -> None:
         """Parse one record and file its rows (or its reject)."""
         try:
-            kind, model = parse(raw)
+            _, model = parse(raw)
         except RecordError as e:
             self.rejects.append(reject_row(raw, where, e.kind, str(e)))
             return
-        if kind == "trace":
-            assert isinstance(model, TraceEvent)
+        if isinstance(model, TraceEvent):
             self.events.append(event_row(model, where))
-            self.decisions[(model.request_id, model.stage, model.lane)] = decision_rows(model)
-        else:
-            assert isinstance(model, Pack)
+            key = (model.request_id, model.stage, model.lane)
+            self.decisions[key] = decision_rows(model, where)
+        elif isinstance(model, Pack):
             self.packs.append(pack_row(model, where))
+        elif isinstance(model, ControlEvent):
+            self.controls.append(control_row(model, raw or b"", where))
+        else:
+            self.applied.append(applied_row(model, where))
 
     def __len__(self) -> int:
-        return len(self.events) + len(self.packs) + len(self.rejects)
+        return (
+            len(self.events)
+            + len(self.packs)
+            + len(self.rejects)
+            + len(self.controls)
+            + len(self.applied)
+        )
 
 
 class RecordError(ValueError):
@@ -77,7 +124,7 @@ class RecordError(ValueError):
         self.kind: RejectKind = kind
 
 
-def parse(raw: bytes | None) -> tuple[Literal["trace", "pack"], TraceEvent | Pack]:
+def parse(raw: bytes | None) -> tuple[RecordKind, Model]:
     """Validate one record against the wire model its ``schema`` names."""
     if not raw:
         raise RecordError("empty", "empty record (no value)")
@@ -95,13 +142,11 @@ def parse(raw: bytes | None) -> tuple[Literal["trace", "pack"], TraceEvent | Pac
             if schema is not None
             else "schema: field required",
         )
+    kind, model = _MODELS[schema]
     try:
-        if schema == TRACE_SCHEMA:
-            return "trace", TraceEvent.model_validate_json(raw)
-        return "pack", Pack.model_validate_json(raw)
+        return kind, model.model_validate_json(raw)
     except ValidationError as e:
-        name = "TraceEvent" if schema == TRACE_SCHEMA else "Pack"
-        raise RecordError("invalid", f"invalid {name}: {describe_validation(e)}") from e
+        raise RecordError("invalid", f"invalid {model.__name__}: {describe_validation(e)}") from e
 
 
 def _budget(ledger: BudgetLedger | None) -> Row:
@@ -111,6 +156,8 @@ def _budget(ledger: BudgetLedger | None) -> Row:
 
 
 def event_row(ev: TraceEvent, where: Position) -> Row:
+    """The ``events`` row of a trace event: its counts, budget items and details, and
+    ``source`` naming where it was read."""
     return {
         "request_id": ev.request_id,
         "stage": ev.stage,
@@ -129,12 +176,18 @@ def event_row(ev: TraceEvent, where: Position) -> Row:
         "details": ev.details,
         "replay_run_id": ev.replay.run_id if ev.replay else None,
         "source": where.label(),
+        "ts": where.time,
     }
 
 
-def decision_rows(ev: TraceEvent) -> list[Row]:
+def decision_rows(ev: TraceEvent, where: Position | None = None) -> list[Row]:
     """One row per candidate decision of the stage: ``admitted`` first, then each drop."""
-    base = {"request_id": ev.request_id, "lane": ev.lane, "stage": ev.stage}
+    base = {
+        "request_id": ev.request_id,
+        "lane": ev.lane,
+        "stage": ev.stage,
+        "ts": (where or Position("", -1, 0)).time,
+    }
     rows: list[Row] = [
         {**base, "seq": i, "chunk_id": cid, "reason": "admitted", "detail": None, "kept_as": None}
         for i, cid in enumerate(ev.accepted_ids)
@@ -155,6 +208,8 @@ def decision_rows(ev: TraceEvent) -> list[Row]:
 
 
 def pack_row(pack: Pack, where: Position) -> Row:
+    """The ``packs`` row of a pack: its figures, evidence ids and evidence metadata (never the
+    text), and its coverage statement spread over ``coverage_*`` columns."""
     cov = pack.coverage
     return {
         "request_id": pack.request_id,
@@ -180,6 +235,43 @@ def pack_row(pack: Pack, where: Position) -> Row:
         "coverage_reason": cov.reason if cov else None,
         "replay_run_id": pack.replay.run_id if pack.replay else None,
         "source": where.label(),
+        "ts": where.time,
+    }
+
+
+def control_row(ev: ControlEvent, raw: bytes, where: Position) -> Row:
+    """The ``control_events`` row of a control change: the action, the state's version before
+    and after, the state after it (percent, killed, shadow, candidate, who and when), and the
+    raw JSON."""
+    after = ev.after
+    return {
+        "version_after": after.version,
+        "action": ev.action,
+        "version_before": ev.before.version if ev.before else None,
+        "baseline": after.baseline,
+        "candidate": after.candidate,
+        "percent": after.percent,
+        "killed": after.killed,
+        "shadow": after.shadow,
+        "cohort_key": after.cohort_key,
+        "updated_by": after.updated_by,
+        "updated_at": after.updated_at,
+        "note": after.note,
+        "raw": orjson.loads(raw),
+        "source": where.label(),
+        "ts": where.time,
+    }
+
+
+def applied_row(ev: ControlApplied, where: Position) -> Row:
+    """The ``control_applied`` row of a worker's report that it applied a control version."""
+    return {
+        "worker": ev.worker,
+        "version": ev.version,
+        "lag_ms": ev.lag_ms,
+        "killed": ev.killed,
+        "source": where.label(),
+        "ts": where.time,
     }
 
 
@@ -193,6 +285,8 @@ def _request_id(raw: bytes) -> str | None:
 
 
 def reject_row(raw: bytes | None, where: Position, kind: RejectKind, error: str) -> Row:
+    """The ``rejects`` row of a record that cannot be stored: why, its request id when one can be
+    read, and the raw value (base64 when it is not UTF-8)."""
     data = raw or b""
     try:
         text, encoding = data.decode("utf-8"), "utf-8"
@@ -207,4 +301,5 @@ def reject_row(raw: bytes | None, where: Position, kind: RejectKind, error: str)
         "request_id": _request_id(data) if data else None,
         "raw": text,
         "raw_encoding": encoding,
+        "ts": where.time,
     }

@@ -38,6 +38,8 @@ figcaption { font-size: .85rem; color: #555; }
 
 @dataclass
 class ReportFiles:
+    """What :func:`build_report` wrote: the HTML file, the figures folder and each figure's PNG."""
+
     html: Path
     figure_dir: Path
     figures: list[Path] = field(default_factory=list)
@@ -118,7 +120,7 @@ def diagnosis_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
 def _summary(doc: _Doc, con: duckdb.DuckDBPyConnection, db: str) -> None:
     counts = {
         t: _q(con, f"SELECT count(*) FROM {t}")[0][0]
-        for t in ("events", "decisions", "packs", "rejects")
+        for t in ("events", "decisions", "packs", "rejects", "control_events")
     }
     doc.add(
         f'<p class="note">From <code>{html.escape(db)}</code>: '
@@ -242,9 +244,62 @@ def _rejects(doc: _Doc, con: duckdb.DuckDBPyConnection) -> None:
         doc.add('<p class="note">None.</p>')
 
 
+def _timeline(doc: _Doc, con: duckdb.DuckDBPyConnection) -> None:
+    span = _q(
+        con,
+        "SELECT min(ts), max(ts) FROM (SELECT ts FROM packs UNION ALL SELECT ts FROM rejects "
+        "UNION ALL SELECT ts FROM control_events)",
+    )[0]
+    if span[0] is None:
+        return
+    unit = "hour" if (span[1] - span[0]).total_seconds() > 6 * 3600 else "minute"
+    packs = _q(
+        con,
+        f"SELECT lane, date_trunc('{unit}', ts) AS t, count(*), avg(evidence_tokens), "
+        "sum(dropped_total)::BIGINT FROM packs GROUP BY ALL ORDER BY t, lane",
+    )
+    rejects = _q(
+        con, f"SELECT date_trunc('{unit}', ts) AS t, count(*) FROM rejects GROUP BY t ORDER BY t"
+    )
+    controls = _q(con, "SELECT ts, action FROM control_events ORDER BY ts")
+    doc.h2(
+        "Over time",
+        f"Per {unit} (UTC) from the <code>ts</code> columns (the Kafka record time, or when the "
+        "sink read a file): packs and mean evidence tokens per pack per lane, candidates "
+        "dropped from packs and rejected records; dotted lines are control changes. Tables "
+        "<code>packs</code>, <code>rejects</code>, <code>control_events</code>.",
+    )
+    doc.figure(
+        "over_time",
+        f"Packs, tokens per pack, drops and rejects per {unit}",
+        figures.over_time(packs, rejects, controls, unit=unit),
+    )
+    by_bucket: dict[Any, list[Any]] = defaultdict(lambda: [0, 0, 0])
+    for _, t, n, _, dropped in packs:
+        by_bucket[t][0] += n
+        by_bucket[t][1] += dropped or 0
+    for t, n in rejects:
+        by_bucket[t][2] += n
+    doc.table(
+        (unit, "packs", "dropped", "rejects"),
+        [(t.strftime("%Y-%m-%d %H:%M"), *v) for t, v in sorted(by_bucket.items())],
+        cls="timeline",
+    )
+    if controls:
+        doc.table(
+            ("time", "action", "version", "percent", "killed", "candidate", "by"),
+            _q(
+                con,
+                "SELECT strftime(ts, '%Y-%m-%d %H:%M:%S'), action, version_after, percent, "
+                "killed, candidate, updated_by FROM control_events ORDER BY ts, version_after",
+            ),
+        )
+
+
 SECTIONS: tuple[Callable[[_Doc, duckdb.DuckDBPyConnection], None], ...] = (
     _diagnosis,
     _figures,
+    _timeline,
     _rejects,
 )
 

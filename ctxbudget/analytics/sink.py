@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Protocol
 
-from ctxbudget.analytics.records import Position, Rows
+from ctxbudget.analytics.records import Position, Rows, kafka_time
 from ctxbudget.analytics.store import AuditStore, Counts
 from ctxbudget.jsonl import read_lines
 
@@ -26,7 +26,9 @@ from ctxbudget.jsonl import read_lines
 class Records(Protocol):
     """What the Kafka loop needs from a source (``kafka_source.KafkaSource`` or a fake)."""
 
-    def poll(self, *, timeout_ms: int, max_records: int) -> Sequence[_Record]: ...
+    def poll(self, *, timeout_ms: int, max_records: int) -> Sequence[_Record]:
+        """The next records, at most ``max_records``; empty after ``timeout_ms`` without one."""
+        ...
 
 
 class _Record(Protocol):
@@ -49,6 +51,10 @@ class Stop:
 
     @contextmanager
     def on_signals(self) -> Iterator[Stop]:
+        """While the block runs, SIGTERM and SIGINT set ``requested`` instead of
+        stopping the process; the previous handlers are restored after it (main thread
+        only, as for any signal handler)."""
+
         def handler(signum: int, frame: FrameType | None) -> None:
             self.requested = True
             self.signal_name = signal.Signals(signum).name
@@ -74,10 +80,14 @@ class Progress:
     _shown: tuple[int, ...] = ()
 
     def update(self, records: int, written: Counts, *, force: bool = False) -> None:
+        """Add ``records`` read and ``written`` rows, and show the line when due: at most once
+        per ``every_s``, and to a log file only when something moved. ``force`` shows it at once,
+        unless the last line shown already says it all (a terminal line is then only ended)."""
         self.records += records
         self.written.add(written)
         now = time.monotonic()
-        state = (self.records, self.written.events, self.written.packs, self.written.rejects)
+        w = self.written
+        state = (self.records, w.events, w.packs, w.rejects, w.controls, w.applied)
         tty = self.stream.isatty()
         if force and state == self._shown:  # the last line printed already says it all
             if tty:
@@ -91,13 +101,16 @@ class Progress:
             self.stream.flush()
 
     def rate(self) -> float:
+        """Records per second since ``started``."""
         return self.records / max(time.monotonic() - self.started, 1e-9)
 
     def line(self) -> str:
+        """The progress line: records read, their rate, and rows written per table."""
         w = self.written
         return (
             f"audit-sink: {self.records} records ({self.rate():.0f}/s): {w.events} events, "
             f"{w.decisions} decisions, {w.packs} packs, {w.rejects} rejects"
+            + (f", {w.controls + w.applied} control events" if w.controls + w.applied else "")
         )
 
 
@@ -144,7 +157,9 @@ class Sink:
             rows = Rows()
             consumed: dict[tuple[str, int], tuple[int, int]] = {}
             for r in records:
-                rows.add(r.value, Position(r.topic, r.partition, r.offset))
+                # A fake source may carry no timestamp: the row then gets the read time.
+                ts = kafka_time(getattr(r, "timestamp", None))
+                rows.add(r.value, Position(r.topic, r.partition, r.offset, ts))
                 _, seen = consumed.get((r.topic, r.partition), (0, 0))
                 consumed[(r.topic, r.partition)] = (r.offset + 1, seen + 1)
             self.progress.update(len(records), self.store.write(rows, consumed))

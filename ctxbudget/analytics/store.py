@@ -21,9 +21,11 @@ import numpy as np
 import orjson
 
 from ctxbudget.analytics import views
-from ctxbudget.analytics.records import Row, Rows
+from ctxbudget.analytics.records import Row, Rows, utc_now
 from ctxbudget.analytics.tables import (
     ALL_TABLES,
+    CONTROL_APPLIED,
+    CONTROL_EVENTS,
     DECISIONS,
     EVENTS,
     META,
@@ -48,12 +50,17 @@ class Counts:
     decisions: int = 0
     packs: int = 0
     rejects: int = 0
+    controls: int = 0
+    applied: int = 0
 
     def add(self, other: Counts) -> None:
+        """Add ``other``'s counts to these, in place."""
         self.events += other.events
         self.decisions += other.decisions
         self.packs += other.packs
         self.rejects += other.rejects
+        self.controls += other.controls
+        self.applied += other.applied
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -114,6 +121,7 @@ class AuditStore:
         con.execute("COMMIT")
 
     def close(self) -> None:
+        """Close the database; every batch is already committed by :meth:`write`."""
         self.con.close()
 
     def offsets(self) -> dict[tuple[str, int], int]:
@@ -122,11 +130,15 @@ class AuditStore:
         return {(t, int(p)): int(o) for t, p, o in rows}
 
     def counts(self) -> Counts:
+        """The rows each table holds now."""
+
         def n(table: Table) -> int:
             got = self.con.execute(f"SELECT count(*) FROM {table.name}").fetchone()
             return int(got[0]) if got else 0
 
-        return Counts(n(EVENTS), n(DECISIONS), n(PACKS), n(REJECTS))
+        return Counts(
+            n(EVENTS), n(DECISIONS), n(PACKS), n(REJECTS), n(CONTROL_EVENTS), n(CONTROL_APPLIED)
+        )
 
     def write(
         self, rows: Rows, offsets: Mapping[tuple[str, int], tuple[int, int]] | None = None
@@ -154,13 +166,19 @@ class AuditStore:
             self._insert(PACKS, packs)
             rejects = _dedupe(rows.rejects, REJECTS.key)
             self._insert(REJECTS, rejects)
+            controls = _dedupe(rows.controls, CONTROL_EVENTS.key)
+            self._insert(CONTROL_EVENTS, controls)
+            applied = _dedupe(rows.applied, CONTROL_APPLIED.key)
+            self._insert(CONTROL_APPLIED, applied)
             if offsets:
                 self._save_offsets(offsets)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        return Counts(len(events), len(decisions), len(packs), len(rejects))
+        return Counts(
+            len(events), len(decisions), len(packs), len(rejects), len(controls), len(applied)
+        )
 
     def _insert(self, table: Table, rows: list[Row]) -> None:
         if not rows:
@@ -199,12 +217,13 @@ class AuditStore:
             )
 
     def _save_offsets(self, offsets: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+        now = utc_now()
         for (topic, part), (next_offset, consumed) in sorted(offsets.items()):
             self.con.execute(
-                f"INSERT INTO {OFFSETS.name} VALUES (?, ?, ?, ?) "
+                f"INSERT INTO {OFFSETS.name} VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (topic, part) DO UPDATE SET next_offset = excluded.next_offset, "
-                "records = sink_offsets.records + excluded.records",
-                [topic, part, next_offset, consumed],
+                "records = sink_offsets.records + excluded.records, ts = excluded.ts",
+                [topic, part, next_offset, consumed, now],
             )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import orjson
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 BUDGET_ITEMS: tuple[str, ...] = (
     "input_limit",
@@ -26,6 +26,8 @@ BUDGET_ITEMS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Column:
+    """One column: its name, its DuckDB type, and whether it may be NULL."""
+
     name: str
     type: str
     nullable: bool = True
@@ -33,15 +35,19 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
+    """One table: its columns in order and the columns of its primary key."""
+
     name: str
     columns: tuple[Column, ...]
     key: tuple[str, ...]
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The column names, in table order."""
         return tuple(c.name for c in self.columns)
 
     def ddl(self) -> str:
+        """The ``CREATE TABLE IF NOT EXISTS`` statement, primary key included."""
         cols = [f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns]
         cols.append(f"PRIMARY KEY ({', '.join(self.key)})")
         return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  " + ",\n  ".join(cols) + "\n)"
@@ -56,6 +62,9 @@ def _c(name: str, type_: str, nullable: bool = True) -> Column:
 
 
 _BUDGET = tuple(_c(n, "INTEGER") for n in BUDGET_ITEMS)
+#: When the record was produced (its Kafka timestamp) or, when read from a file or a record
+#: without one, when the sink read it; UTC.
+_TS = _c("ts", "TIMESTAMP", False)
 
 EVENTS = Table(
     "events",
@@ -77,6 +86,7 @@ EVENTS = Table(
         _c("details", "JSON", False),
         _c("replay_run_id", "VARCHAR"),
         _c("source", "VARCHAR", False),
+        _TS,
     ),
     key=("request_id", "stage", "lane"),
 )
@@ -92,6 +102,7 @@ DECISIONS = Table(
         _c("reason", "VARCHAR", False),
         _c("detail", "VARCHAR"),
         _c("kept_as", "VARCHAR"),
+        _TS,
     ),
     key=("request_id", "lane", "stage", "seq"),
 )
@@ -121,6 +132,7 @@ PACKS = Table(
         _c("coverage_reason", "VARCHAR"),
         _c("replay_run_id", "VARCHAR"),
         _c("source", "VARCHAR", False),
+        _TS,
     ),
     key=("request_id", "lane"),
 )
@@ -136,8 +148,44 @@ REJECTS = Table(
         _c("request_id", "VARCHAR"),
         _c("raw", "VARCHAR", False),
         _c("raw_encoding", "VARCHAR", False),
+        _TS,
     ),
     key=("origin", "part", "pos"),
+)
+
+CONTROL_EVENTS = Table(
+    "control_events",
+    (
+        _c("version_after", "BIGINT", False),
+        _c("action", "VARCHAR", False),
+        _c("version_before", "BIGINT"),
+        _c("baseline", "VARCHAR", False),
+        _c("candidate", "VARCHAR"),
+        _c("percent", "DOUBLE", False),
+        _c("killed", "BOOLEAN", False),
+        _c("shadow", "BOOLEAN", False),
+        _c("cohort_key", "VARCHAR", False),
+        _c("updated_by", "VARCHAR"),
+        _c("updated_at", "VARCHAR"),
+        _c("note", "VARCHAR"),
+        _c("raw", "JSON", False),
+        _c("source", "VARCHAR", False),
+        _TS,
+    ),
+    key=("version_after", "action"),
+)
+
+CONTROL_APPLIED = Table(
+    "control_applied",
+    (
+        _c("worker", "VARCHAR", False),
+        _c("version", "BIGINT", False),
+        _c("lag_ms", "DOUBLE", False),
+        _c("killed", "BOOLEAN", False),
+        _c("source", "VARCHAR", False),
+        _TS,
+    ),
+    key=("worker", "version"),
 )
 
 OFFSETS = Table(
@@ -147,10 +195,20 @@ OFFSETS = Table(
         _c("part", "INTEGER", False),
         _c("next_offset", "BIGINT", False),
         _c("records", "BIGINT", False),
+        _c("ts", "TIMESTAMP"),  # when the sink last committed this partition's offset (UTC)
     ),
     key=("topic", "part"),
 )
 
 META = Table("meta", (_c("key", "VARCHAR", False), _c("value", "VARCHAR", False)), key=("key",))
 
-ALL_TABLES: tuple[Table, ...] = (META, EVENTS, DECISIONS, PACKS, REJECTS, OFFSETS)
+ALL_TABLES: tuple[Table, ...] = (
+    META,
+    EVENTS,
+    DECISIONS,
+    PACKS,
+    REJECTS,
+    CONTROL_EVENTS,
+    CONTROL_APPLIED,
+    OFFSETS,
+)

@@ -15,6 +15,8 @@ import duckdb
 
 @dataclass(frozen=True)
 class View:
+    """One view: its name, what one of its rows is (one line), and its SELECT."""
+
     name: str
     doc: str
     sql: str

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
+from ctxbudget.cli.common import UsageFailure
 from ctxbudget.conformal import (
     DEFAULT_MIN_PER_CLASS,
     SCORER_NAMES,
@@ -48,7 +49,7 @@ def read_labelled(path: Path) -> LabelledInput:
     try:
         fh = path.open("r", encoding="utf-8")
     except OSError as e:
-        raise click.ClickException(f"{path}: cannot read: {e.strerror or e}") from e
+        raise UsageFailure(f"{path}: cannot read: {e.strerror or e}") from e
     with fh:
         for lineno, raw in enumerate(fh, start=1):
             text = raw.strip()
@@ -86,6 +87,22 @@ def resolve_classifier() -> Callable[[CandidateBatch], str]:
     return classify
 
 
+def _parse_alphas(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[float, ...]:
+    """Each ``--alpha`` as a float strictly between 0 and 1; else one line and exit 2."""
+    out = []
+    for v in values:
+        try:
+            alpha = float(v)
+        except ValueError:
+            raise UsageFailure(f"--alpha: {v!r} is not a number") from None
+        if not 0.0 < alpha < 1.0:
+            raise UsageFailure(f"--alpha: must be strictly between 0 and 1, got {v}")
+        out.append(alpha)
+    return tuple(out)
+
+
 def _parse_date(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
@@ -115,7 +132,13 @@ def _summary(cal: CalibrationFile) -> str:
 
 @click.command("calibrate")
 @click.argument("labelled", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--alpha", "alphas", type=float, multiple=True, help="target miss rate (repeat)")
+@click.option(
+    "--alpha",
+    "alphas",
+    multiple=True,
+    callback=_parse_alphas,
+    help="target miss rate in (0, 1) (repeat)",
+)
 @click.option("--by-class", is_flag=True, help="also calibrate per query class (Mondrian)")
 @click.option("--scorer", type=click.Choice(SCORER_NAMES), default="auto", show_default=True)
 @click.option("--calib-fraction", type=float, default=1.0, show_default=True)
@@ -196,7 +219,13 @@ def calibrate_cmd(
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
 )
-@click.option("--alpha", "alphas", type=float, multiple=True, help="default: all in the file")
+@click.option(
+    "--alpha",
+    "alphas",
+    multiple=True,
+    callback=_parse_alphas,
+    help="default: all in the file",
+)
 @click.option("--tolerance", type=float, default=DEFAULT_TOLERANCE, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.pass_context
@@ -211,8 +240,8 @@ def evaluate_cmd(
     """Evaluate a calibration on held-out LABELLED batches, beside top-k and a fixed cutoff."""
     try:
         cal = load_calibration(calibration_path)
-    except CalibrationError as e:
-        raise click.ClickException(str(e)) from e
+    except CalibrationError as e:  # missing, unreadable or invalid: a usage error (exit 2)
+        raise UsageFailure(str(e)) from e
     data = read_labelled(labelled)
     try:
         report = evaluate(

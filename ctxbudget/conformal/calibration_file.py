@@ -48,6 +48,7 @@ class ThresholdEntry(_FileModel):
 
     @classmethod
     def of(cls, result: ThresholdResult) -> ThresholdEntry:
+        """The entry of a calibrated threshold; one that is not finite is stored as null."""
         return cls(
             threshold=result.threshold if result.finite else None,
             n=result.n,
@@ -64,6 +65,9 @@ class ClassThresholdEntry(ThresholdEntry):
 
 
 class ClassInfo(_FileModel):
+    """How one query class was calibrated: its queries and relevant passages, the bin its
+    thresholds come from (the class itself, or ``pooled``) and, when pooled, why."""
+
     n_queries: NonNeg
     n_relevant: NonNeg
     bin: str

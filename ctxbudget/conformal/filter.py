@@ -81,14 +81,17 @@ class ConformalFilter:
 
     @property
     def alpha(self) -> float:
+        """The alpha the filter holds, as the calibration file states it."""
         return self._alpha
 
     @property
     def scorer(self) -> NonconformityScorer:
+        """The scorer of the thresholds (bound to one batch in a filter from :meth:`for_batch`)."""
         return self._scorer
 
     @property
     def calibration(self) -> CalibrationFile:
+        """The calibration file the thresholds come from."""
         return self._calibration
 
     def for_batch(self, batch: CandidateBatch) -> ConformalFilter:

@@ -21,16 +21,23 @@ class NonconformityScorer(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The scorer's name, as calibration files record it."""
+        ...
 
-    def score(self, query: Query, candidate: Candidate) -> float | None: ...
+    def score(self, query: Query, candidate: Candidate) -> float | None:
+        """The score of ``candidate`` for ``query`` (lower = more
+        relevant); None when it has none."""
+        ...
 
 
 @runtime_checkable
 class BatchBoundScorer(Protocol):
     """A scorer that needs the whole batch (the query embedding, the auto choice) first."""
 
-    def bind(self, batch: CandidateBatch) -> NonconformityScorer: ...
+    def bind(self, batch: CandidateBatch) -> NonconformityScorer:
+        """The scorer to use on ``batch``."""
+        ...
 
 
 def bind_scorer(scorer: NonconformityScorer, batch: CandidateBatch) -> NonconformityScorer:
@@ -46,9 +53,11 @@ class RerankScorer:
 
     @property
     def name(self) -> str:
+        """``rerank``, as calibration files record it."""
         return "rerank"
 
     def score(self, query: Query, candidate: Candidate) -> float | None:
+        """Minus the candidate's rerank score; None when it has none."""
         s = candidate.rerank_score
         return None if s is None else -s
 
@@ -59,9 +68,11 @@ class RetrievalScorer:
 
     @property
     def name(self) -> str:
+        """``retrieval``, as calibration files record it."""
         return "retrieval"
 
     def score(self, query: Query, candidate: Candidate) -> float | None:
+        """Minus the candidate's retrieval score; None when it has none."""
         s = candidate.retrieval_score
         return None if s is None else -s
 
@@ -89,12 +100,17 @@ class EmbeddingScorer:
 
     @property
     def name(self) -> str:
+        """``embedding``, as calibration files record it."""
         return "embedding"
 
     def bind(self, batch: CandidateBatch) -> NonconformityScorer:
+        """A scorer holding the batch's query embedding (None when no
+        candidate carries a usable one)."""
         return EmbeddingScorer(query_embedding_of(batch))
 
     def score(self, query: Query, candidate: Candidate) -> float | None:
+        """One minus the cosine of the query and candidate embeddings, in [0, 2]; None when
+        either is missing, empty or zero, their dimensions differ, or the result is not finite."""
         q, c = self.query_embedding, candidate.embedding
         if q is None or c is None or len(q) != len(c) or not q:
             return None
@@ -113,14 +129,18 @@ class AutoScorer:
 
     @property
     def name(self) -> str:
+        """``auto``, as calibration files record it (a calibration
+        resolves it to a concrete scorer)."""
         return "auto"
 
     def bind(self, batch: CandidateBatch) -> NonconformityScorer:
+        """Rerank when any candidate of ``batch`` has a rerank score, else retrieval."""
         if any(c.rerank_score is not None for c in batch.candidates):
             return RerankScorer()
         return RetrievalScorer()
 
     def score(self, query: Query, candidate: Candidate) -> float | None:
+        """Unbound, the score of :class:`RerankScorer`."""
         return RerankScorer().score(query, candidate)
 
 

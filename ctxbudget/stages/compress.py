@@ -47,6 +47,7 @@ from ctxbudget.tokens import TokenCounter, TokenizerRegistry, estimate_tokens
 
 
 def trust_of(authority: float) -> Trust:
+    """The trust an authority earns: ``high`` at 0.8 or more, ``low`` below 0.3, else ``normal``."""
     if authority >= 0.8:
         return "high"
     if authority < 0.3:
@@ -107,6 +108,9 @@ class PackFinisher:
         self.max_topups = max_topups
 
     def run(self, packed: PackedBatch) -> Finished:
+        """Render and count the admitted items exactly, compress or drop the least useful while
+        over the evidence budget, top up while room is left, and make the Pack.
+        :class:`~ctxbudget.errors.TokenizerError` when the batch's tokenizer cannot load."""
         cb = packed.consolidated
         routed = cb.routed
         rules = self.policy.classes[routed.query_class]

@@ -107,6 +107,9 @@ class Consolidator:
         self.max_pair_checks = max_pair_checks
 
     def run(self, routed: RoutedBatch) -> ConsolidatedBatch:
+        """One item per source family of the admissible candidates (the module's steps 1 to 4),
+        and every drop with its reason. :class:`~ctxbudget.errors.LimitError` when the
+        near-duplicate work would exceed ``max_pair_checks``."""
         batch = routed.batch
         cands = batch.candidates
         fld = primary_score_field(cands[i] for i in routed.admissible)

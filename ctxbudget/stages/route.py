@@ -33,6 +33,9 @@ from ctxbudget.tokens import TokenizerRegistry
 
 @dataclass(frozen=True, slots=True)
 class RouteDecision:
+    """The class a query is packed as, and the rule that decided it (``class_hint``, a rule's
+    name, or ``fallback:...`` saying why none did)."""
+
     query_class: QueryClass
     rule: str
 
@@ -57,6 +60,8 @@ def classify(query: Query, rules: RoutingRules, fallback: QueryClass) -> RouteDe
 
 
 def asks_about_history(query: Query, rules: RoutingRules) -> bool:
+    """Whether the query matches a history pattern: older versions are then kept, and versions of
+    one document placed side by side."""
     rx = rules.history_regex
     return bool(rx is not None and rx.search(query.text))
 
@@ -99,6 +104,9 @@ class QueryRouter:
     def run(
         self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
     ) -> RoutedBatch:
+        """Route one batch in one lane and cohort: authorization and the safety gate for each
+        candidate, the query class, the budget ledger. :class:`~ctxbudget.errors.TokenizerError`
+        when the batch's tokenizer cannot load."""
         counter = self.tokenizers.get(batch.model.tokenizer)
         decision = classify(batch.query, self.rules, self.policy.fallback_class)
         class_rules = self.policy.classes[decision.query_class]

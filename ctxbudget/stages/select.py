@@ -61,17 +61,27 @@ from ctxbudget.tokens import estimate_tokens
 
 
 class BoundEvidenceFilter(Protocol):
-    def keep(self, candidate: Candidate, query_class: str) -> bool: ...
+    """An evidence filter bound to one batch."""
+
+    def keep(self, candidate: Candidate, query_class: str) -> bool:
+        """Whether ``candidate`` passes the filter of ``query_class``."""
+        ...
 
 
 class EvidenceFilter(Protocol):
     """A pre-admission filter with a coverage statement (the conformal filter)."""
 
-    def bind(self, batch: CandidateBatch) -> BoundEvidenceFilter: ...
+    def bind(self, batch: CandidateBatch) -> BoundEvidenceFilter:
+        """The filter bound to ``batch`` (a scorer may need the whole batch)."""
+        ...
 
-    def applies_to(self, query_class: str) -> bool: ...
+    def applies_to(self, query_class: str) -> bool:
+        """Whether ``query_class`` is filtered."""
+        ...
 
-    def coverage(self, query_class: str) -> Coverage | None: ...
+    def coverage(self, query_class: str) -> Coverage | None:
+        """The coverage statement of ``query_class``; None when the class is not filtered."""
+        ...
 
 
 @dataclass(slots=True)
@@ -229,6 +239,9 @@ _LEAD_WORDS = frozenset(
 
 
 def troubleshooting_signals(text: str) -> frozenset[str]:
+    """What a troubleshooting question gives a passage to match, lower-cased: tokens
+    holding a digit (error codes, versions, hex values) and names of environments
+    (systems, platforms, runtimes)."""
     found = {m.group(0).lower() for m in _SIGNAL.finditer(text)}
     found.update(w for w in words(text) if w in _ENVIRONMENT)
     return frozenset(found)
@@ -293,9 +306,12 @@ class EvidenceSelector:
         self.analyses = analyses if analyses is not None else BoundedMemo()
 
     def analyse(self, text: str) -> SentenceAnalysis:
+        """The sentence analysis of ``text``, memoised in ``analyses``."""
         return self.analyses.get_or_make(text, lambda: analyse(text), lambda a: a.weight)
 
     def run(self, cb: ConsolidatedBatch) -> PackedBatch:
+        """Admit the best items of one batch through the gates and the budget (the module
+        docstring), in rendering order; every item left out gets one drop reason."""
         routed = cb.routed
         rules = self.policy.classes[routed.query_class]
         query = routed.batch.query

@@ -78,7 +78,7 @@ def test_the_browser_sees_every_figure_inline(report: Path, tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     dom = proc.stdout.decode()
     imgs = re.findall(r"<img [^>]*src=\"([^\"]{0,40})", dom)
-    assert len(imgs) == 4, imgs  # no conformal policy here: no coverage figure
+    assert len(imgs) == 5, imgs  # no conformal policy here: no coverage figure; over time
     assert all(src.startswith("data:image/png;base64,") for src in imgs)
     assert "Diagnosis of needed evidence" in dom and "retrieved but dropped" in dom
 

@@ -21,6 +21,7 @@ from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
+from ctxbudget.rollout import ControlApplied, ControlEvent, ControlState
 from tests.paths import REPO
 from workers.broker import EmbeddedBroker
 from workers.settings import TopicNames
@@ -130,7 +131,12 @@ def test_the_sink_stores_every_record_and_keeps_the_bad_ones(
     """Events, decisions, packs from three topics; a redelivery is one row; rejects are kept."""
     good = _requests(30, seed=21)
     redelivered = next(r for r in good if r[0] == "audit")
-    stream.produce([*good, redelivered, *BAD])
+    state = ControlState(baseline="default@1", candidate="default@2", percent=5.0, version=1)
+    control = [
+        ("audit", "control", encode(ControlEvent(action="set", before=None, after=state))),
+        ("audit", "control", encode(ControlApplied(worker="w", version=1, lag_ms=3, killed=False))),
+    ]
+    stream.produce([*good, redelivered, *control, *BAD])
     db, log = tmp_path / "audit.duckdb", tmp_path / "sink.log"
     proc = stream.sink(db, log, "--until-idle", "3", "--progress-every", "0")
     assert proc.wait(120) == 0, log.read_text()
@@ -139,6 +145,16 @@ def test_the_sink_stores_every_record_and_keeps_the_bad_ones(
     assert _count(db, "SELECT count(*) FROM packs") == len(good) - events
     assert _count(db, "SELECT count(*) FROM packs WHERE lane = 'shadow'") == 15
     assert _count(db, "SELECT count(*) FROM rejects") == 3
+    assert _count(db, "SELECT count(*) FROM control_events WHERE percent = 5.0") == 1
+    assert _count(db, "SELECT count(*) FROM control_applied") == 1
+    # ts is the Kafka record timestamp: within the test's run, never NULL
+    assert (
+        _count(
+            db,
+            "SELECT count(*) FROM events WHERE ts < (now() AT TIME ZONE 'UTC') - INTERVAL 1 HOUR",
+        )
+        == 0
+    )
     kinds = "SELECT count(DISTINCT kind) FROM rejects WHERE kind IN ('not_json', 'unknown_schema'"
     assert _count(db, kinds + ", 'invalid')") == 3
     assert _count(db, "SELECT sum(records) FROM sink_offsets") == stream.produced
@@ -156,7 +172,8 @@ def test_the_sink_stores_every_record_and_keeps_the_bad_ones(
     con = duckdb.connect(str(db), read_only=True)
     con.execute(f"ATTACH '{from_file}' AS f (READ_ONLY)")
     diff = con.execute(
-        "SELECT count(*) FROM (SELECT * FROM decisions EXCEPT ALL SELECT * FROM f.decisions)"
+        "SELECT count(*) FROM (SELECT * EXCLUDE (ts) FROM decisions "
+        "EXCEPT ALL SELECT * EXCLUDE (ts) FROM f.decisions)"
     ).fetchone()
     con.close()
     assert diff == (0,)

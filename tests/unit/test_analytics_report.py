@@ -231,6 +231,7 @@ def test_the_report_shows_the_diagnosis_and_embeds_every_figure(
         "drop_reasons.png",
         "latency.png",
         "needed_by_class.png",
+        "over_time.png",
         "tokens_by_class.png",
     ]
     inline = [base64.b64decode(s.split(",", 1)[1]) for s in cells.imgs]

@@ -569,7 +569,7 @@ def test_cli_calibrate_and_evaluate_report_bad_lines_and_exit_1(tmp_path: Path) 
     report = json.loads(res.stdout)
     assert report["schema"] == "ctx.conformal_evaluation.v1"
     res = runner.invoke(evaluate_cmd, [str(data), "--calibration", str(tmp_path / "x.json")])
-    assert res.exit_code == 1 and "calibration file not found" in res.output
+    assert res.exit_code == 2 and "calibration file not found" in res.output
 
 
 def test_cli_refuses_split_test_without_a_fraction(tmp_path: Path) -> None:
@@ -581,6 +581,42 @@ def test_cli_refuses_split_test_without_a_fraction(tmp_path: Path) -> None:
         [str(data), "--split-test", str(tmp_path / "h"), "-o", str(tmp_path / "c.json")],
     )
     assert res.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("alpha", "message"),
+    [
+        ("0", "--alpha: must be strictly between 0 and 1, got 0"),
+        ("1.5", "--alpha: must be strictly between 0 and 1, got 1.5"),
+        ("1", "--alpha: must be strictly between 0 and 1, got 1"),
+        ("x", "--alpha: 'x' is not a number"),
+    ],
+)
+def test_cli_bad_alpha_is_one_line_and_exit_2(tmp_path: Path, alpha: str, message: str) -> None:
+    """A bad --alpha is a usage error: one line, exit 2, before any input is read."""
+    data = tmp_path / "d.jsonl"
+    _write_jsonl(data, [batch("q", [1.0], [0])])
+    for cmd, extra in (
+        (calibrate_cmd, ["-o", str(tmp_path / "c.json")]),
+        (evaluate_cmd, ["--calibration", str(tmp_path / "c.json")]),
+    ):
+        res = CliRunner().invoke(cmd, [str(data), "--alpha", alpha, *extra])
+        assert res.exit_code == 2, res.output
+        assert res.output.strip().splitlines() == [f"Error: {message}"]
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_cli_missing_files_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A missing calibration file or labelled input: one line, exit 2."""
+    data = tmp_path / "d.jsonl"
+    _write_jsonl(data, [batch("q", [1.0], [0])])
+    missing = tmp_path / "nope.json"
+    res = CliRunner().invoke(evaluate_cmd, [str(data), "--calibration", str(missing)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [f"Error: {missing}: calibration file not found"]
+    res = CliRunner().invoke(calibrate_cmd, [str(tmp_path / "no.jsonl"), "-o", str(missing)])
+    assert res.exit_code == 2
+    assert len(res.output.strip().splitlines()) == 1 and "cannot read" in res.output
 
 
 # ---------------------------------------------------------------- real data
