@@ -56,7 +56,7 @@ from ctxbudget.schemas import (
     Query,
     QueryClass,
 )
-from ctxbudget.text import STOPWORDS, content_terms, text_shingles_many, words
+from ctxbudget.text import STOPWORDS, content_terms, terms_of, text_shingles_many, words
 from ctxbudget.tokens import estimate_tokens
 
 
@@ -397,7 +397,8 @@ class EvidenceSelector:
         out = []
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
             it = items[i]
-            terms = content_terms(it.text if not it.title else f"{it.title} {it.text}")
+            item_words = words(it.text if not it.title else f"{it.title} {it.text}")
+            terms = terms_of(item_words)
             qhits = terms & qterms
             lexical = len(qhits) / len(qterms) if qterms else 0.0
             score = it.score
@@ -432,7 +433,7 @@ class EvidenceSelector:
                     qhits=qhits,
                     subject=subject,
                     named=subject is not None and f" {subject} " in qpadded,
-                    padded=_padded(f"{it.title or ''} {it.text}") if linking else "",
+                    padded=" " + " ".join(item_words) + " " if linking else "",
                 )
             )
         named = {o.subject for o in out if o.named and o.subject is not None}
