@@ -159,6 +159,7 @@ class WorkerApp:
         self.stages = list(stages)
         self.metrics = Metrics()
         self.obs = Observability(worker="+".join(self.stages))
+        self._skipped_seen = 0
         self.limits = LimitSettings()
         self.topic_specs = load_specs(self.limits)
         self.topic_limits = topic_limits(settings, self.topic_specs)
@@ -316,7 +317,8 @@ class WorkerApp:
             for event in events:
                 await stream.ack(event)
             self.metrics.inc("records", len(events))
-            self._observe(handler.stage, handled / len(events), results)
+            # off the event loop: reading the packs' figures is CPU work
+            self.executor.submit(self._observe, handler.stage, handled / len(events), results)
 
     def _observe(self, stage: str, seconds: float, results: Sequence[Sequence[Output]]) -> None:
         """Metrics of the records just handled (reads only the small Pack and dead-letter
@@ -337,8 +339,13 @@ class WorkerApp:
             )
 
     async def _observe_consumer(self) -> None:
-        """Consumer lag per assigned partition, readiness, the control state."""
+        """Consumer lag per assigned partition, readiness, the control state, and the records
+        skipped since the last look (counted by the handlers and the delivery path)."""
         self.obs.tick()
+        skipped = self.metrics.snapshot().get("skipped", 0)
+        if skipped > self._skipped_seen:
+            self.obs.skip("+".join(self.stages), skipped - self._skipped_seen)
+            self._skipped_seen = skipped
         app = self.app
         # A rebalance has completed (generation ids start at 0 on some brokers: not a signal).
         joined = getattr(app, "rebalancing_count", 0) > 0 and not app.rebalancing

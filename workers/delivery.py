@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from workers.handlers import Handler, Output
+from workers.handlers import Handler, Output, record_skipped
 
 log = structlog.get_logger("ctxbudget.worker")
 
@@ -96,12 +96,11 @@ def handle_safely(
         try:
             return handler.dead(b"", e, source, offset)
         except Exception as again:
-            handler.metrics.inc("skipped")
-            log.error(
-                "RECORD SKIPPED: it could not be handled nor dead-lettered",
-                stage=handler.stage,
-                source=source,
-                offset=offset,
+            record_skipped(
+                handler,
+                "it could not be handled nor dead-lettered",
+                source,
+                offset,
                 error=f"{type(e).__name__}: {str(e)[:300]}",
                 dead_letter_error=f"{type(again).__name__}: {str(again)[:300]}",
             )
@@ -168,12 +167,11 @@ async def deliver_alone(
     if letters and await _send_each(producer, letters) is None:
         return "dead_lettered"
     if letters:  # the dead letter was refused too (dead() counted it as a dead letter)
-        handler.metrics.inc("skipped")
-        log.error(
-            "RECORD SKIPPED: the broker refused its outputs and its dead letter",
-            stage=handler.stage,
-            source=source,
-            offset=offset,
+        record_skipped(
+            handler,
+            "the broker refused its outputs and its dead letter",
+            source,
+            offset,
             error=str(error)[:300],
         )
     return "skipped"

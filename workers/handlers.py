@@ -147,6 +147,15 @@ def _key(request_id: str) -> bytes:
     return request_id.encode("utf-8")
 
 
+def record_skipped(
+    handler: Handler, why: str, source: str, offset: int | None, **fields: object
+) -> None:
+    """Count and log a record that could be neither processed nor dead-lettered (the
+    ``skipped`` counter feeds ``ctxbudget_records_skipped_total``)."""
+    handler.metrics.inc("skipped")
+    log.error(f"RECORD SKIPPED: {why}", stage=handler.stage, source=source, offset=offset, **fields)
+
+
 def record_size(out: Output) -> int:
     """What ``out`` weighs in a produce request, as a topic's max.message.bytes counts it."""
     return len(out.value) + len(out.key or b"") + RECORD_OVERHEAD
@@ -259,12 +268,11 @@ class Handler:
             if excerpt == 0:
                 break
             excerpt = min(excerpt // 2, max(0, len(raw) // 2))
-        self.metrics.inc("skipped")
-        log.error(
-            "RECORD SKIPPED: not even its dead letter fits the dead-letter topic",
-            stage=self.stage,
-            source=source,
-            offset=offset,
+        record_skipped(
+            self,
+            "not even its dead letter fits the dead-letter topic",
+            source,
+            offset,
             error=f"{type(error).__name__}: {str(error)[:300]}",
             dead_letter_bytes=record_size(out),
             limit=self.ctx.topic_limits.get(out.topic),

@@ -157,9 +157,9 @@ class Observability:
             if p.withheld:
                 self.withheld.labels(p.lane).inc(p.withheld)
 
-    def skip(self, stage: str) -> None:
+    def skip(self, stage: str, n: int = 1) -> None:
         """One record of ``stage`` could be neither processed nor dead-lettered."""
-        self.skipped.labels(stage).inc()
+        self.skipped.labels(stage).inc(n)
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:
         """``partition`` of ``topic`` is ``lag`` records behind the log end (floored at 0)."""

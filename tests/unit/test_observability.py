@@ -98,3 +98,8 @@ def test_the_container_healthcheck_asks_the_probes(
     obs.joined()
     obs.control_read()
     assert healthcheck.main([]) == 0
+
+
+def test_skipped_records_are_counted(obs: Observability) -> None:
+    obs.skip("route", 3)
+    assert b'ctxbudget_records_skipped_total{stage="route"} 3.0' in obs.exposition()
