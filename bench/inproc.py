@@ -12,8 +12,8 @@ For every batch of the traffic, in one pass and in this order:
   decoded again by the next worker (RoutedBatch, ConsolidatedBatch, PackedBatch).
 * **naive** — ``bench.naive.naive_assemble`` (decode + tokenize every candidate + fill).
 
-Each pass starts cold: a new pipeline with an empty token-count cache, an empty shingle memo
-and a fresh naive counter, so no pass profits from the one before. Inside a pass the caches
+Each pass starts cold: a new pipeline (empty token-count, shingle and sentence caches) and a
+fresh naive counter, so no pass profits from the one before. Inside a pass the caches
 work as they do in production (a chunk that recurs in a later request is a cache hit).
 Figures are per batch; the reported value of each row is the median over the passes, and the
 ratio to the floor is taken pass by pass (both measured on the same batches, interleaved).
@@ -41,10 +41,12 @@ HOP_PARTS = ("hop_routed", "hop_consolidated", "hop_packed")
 
 
 def clear_memos() -> None:
-    """Forget what earlier passes memoised (shingle sets), so each pass starts cold."""
+    """Forget what earlier passes memoised at module level, so each pass starts cold (older
+    versions kept shingle sets in ``ctxbudget.text``; now every memo belongs to a pipeline,
+    and each pass builds a fresh one)."""
     from ctxbudget import text
 
-    clear = getattr(text, "clear_memos", None)  # absent in versions before the memo
+    clear = getattr(text, "clear_memos", None)  # present in older versions only
     if clear is not None:
         clear()
 

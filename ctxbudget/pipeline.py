@@ -27,6 +27,7 @@ from ctxbudget.stages.compress import Finished, PackFinisher
 from ctxbudget.stages.consolidate import Consolidator
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.stages.select import EvidenceFilter, EvidenceSelector
+from ctxbudget.text import ShingleCache
 from ctxbudget.tokens import TokenizerRegistry
 from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
 
@@ -65,10 +66,13 @@ class Pipeline:
     ) -> None:
         self.policy = policy
         self.router = QueryRouter(policy=policy, rules=rules, tokenizers=tokenizers)
-        self.consolidator = Consolidator(policy=policy, max_pair_checks=max_pair_checks)
+        shingles = ShingleCache()
+        self.consolidator = Consolidator(
+            policy=policy, max_pair_checks=max_pair_checks, shingles=shingles
+        )
         analyses: BoundedMemo[str, SentenceAnalysis] = BoundedMemo()
         self.selector = EvidenceSelector(
-            policy=policy, evidence_filter=evidence_filter, analyses=analyses
+            policy=policy, evidence_filter=evidence_filter, analyses=analyses, shingles=shingles
         )
         self.finisher = PackFinisher(policy=policy, tokenizers=tokenizers, analyses=analyses)
 

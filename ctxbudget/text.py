@@ -216,11 +216,8 @@ class _WordIds(dict[str, int]):
         return value
 
 
-_WORD_ID = _WordIds()
-
-
-def _word_ids(tokens: Sequence[str]) -> list[int]:
-    return list(map(_WORD_ID.__getitem__, tokens))
+def _word_ids(tokens: Sequence[str], ids: _WordIds) -> list[int]:
+    return list(map(ids.__getitem__, tokens))
 
 
 def _fold(ids: np.ndarray, size: int) -> np.ndarray:
@@ -256,31 +253,36 @@ def _small_shingles(ids: Sequence[int], size: int) -> frozenset[int]:
     return frozenset(out)
 
 
-def shingles(tokens: Sequence[str], size: int) -> frozenset[int]:
+def shingles(tokens: Sequence[str], size: int, cache: ShingleCache | None = None) -> frozenset[int]:
     """Stable integer ids of the word ``size``-grams of ``tokens`` (crc32-based, seed-free).
 
-    A text shorter than ``size`` words yields its single whole-text shingle.
+    A text shorter than ``size`` words yields its single whole-text shingle. ``cache``
+    remembers word ids across calls (the result is the same with or without it).
     """
+    ids = cache.word_ids if cache is not None else _WordIds()
     n = len(tokens)
     if not n:
         return frozenset()
     size = min(size, n)
     if n < 48 or size == 1:
-        return _small_shingles(_word_ids(tokens), size)
-    arr = np.fromiter(map(_WORD_ID.__getitem__, tokens), dtype=np.uint64, count=n)
+        return _small_shingles(_word_ids(tokens, ids), size)
+    arr = np.fromiter(map(ids.__getitem__, tokens), dtype=np.uint64, count=n)
     return frozenset(_fold(arr, size).tolist())
 
 
-def shingles_of_many(token_lists: Sequence[Sequence[str]], size: int) -> list[frozenset[int]]:
+def shingles_of_many(
+    token_lists: Sequence[Sequence[str]], size: int, cache: ShingleCache | None = None
+) -> list[frozenset[int]]:
     """``[shingles(t, size) for t in token_lists]``, with one numpy fold for all of them."""
+    cache = cache if cache is not None else ShingleCache.throwaway()
     lens = [len(t) for t in token_lists]
     if sum(lens) < size or size == 1:
-        return [shingles(t, size) for t in token_lists]
-    return _fold_many(token_lists, lens, size)[0]
+        return [shingles(t, size, cache) for t in token_lists]
+    return _fold_many(token_lists, lens, size, cache)[0]
 
 
 def _fold_many(
-    token_lists: Sequence[Sequence[str]], lens: list[int], size: int
+    token_lists: Sequence[Sequence[str]], lens: list[int], size: int, cache: ShingleCache
 ) -> tuple[list[frozenset[int]], np.ndarray, np.ndarray]:
     """The shingle sets, the folded windows and which windows lie inside one text.
 
@@ -288,7 +290,7 @@ def _fold_many(
     used. Needs ``sum(lens) >= size``.
     """
     flat = chain.from_iterable(token_lists)
-    ids = np.fromiter(map(_WORD_ID.__getitem__, flat), dtype=np.uint64, count=sum(lens))
+    ids = np.fromiter(map(cache.word_ids.__getitem__, flat), dtype=np.uint64, count=sum(lens))
     folded = _fold(ids, size)
     sets: list[frozenset[int]] = []
     valid = np.zeros(len(folded), dtype=bool)
@@ -298,7 +300,7 @@ def _fold_many(
             sets.append(frozenset(folded[at : at + n - size + 1].tolist()))
             valid[at : at + n - size + 1] = True
         else:
-            sets.append(shingles(tokens, size))
+            sets.append(shingles(tokens, size, cache))
         at += n
     return sets, folded, valid
 
@@ -314,16 +316,19 @@ class ShingleIndex:
     shared: list[set[int]]
 
 
-def index_shingles(token_lists: Sequence[Sequence[str]], size: int) -> ShingleIndex:
+def index_shingles(
+    token_lists: Sequence[Sequence[str]], size: int, cache: ShingleCache | None = None
+) -> ShingleIndex:
     """Shingle sets of many texts (one numpy fold), and the shingles repeated among them.
 
     The repeated shingles are counted in numpy as distinct (shingle, text) pairs, so a
     shingle no other text holds never reaches a Python loop.
     """
+    cache = cache if cache is not None else ShingleCache.throwaway()
     lens = [len(t) for t in token_lists]
     if sum(lens) < size or size == 1 or len(lens) >= 1 << 16:
-        return _index_sets([shingles(t, size) for t in token_lists])
-    sets, folded, valid = _fold_many(token_lists, lens, size)
+        return _index_sets([shingles(t, size, cache) for t in token_lists])
+    sets, folded, valid = _fold_many(token_lists, lens, size, cache)
     owner = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)[: len(folded)]
     keys = (folded[valid] << np.uint64(16)) | owner[valid]
     short = [(g << 16) | u for u, n in enumerate(lens) if 0 < n < size for g in sets[u]]
@@ -416,49 +421,59 @@ class _Memo:
             self._bytes = 0
 
 
-#: 2,048 sets or 32 MiB, whichever is reached first (ordinary passages: about 18 MB when
-#: full, so the count bounds them; the bytes bound long ones).
-_SHINGLE_MEMO = _Memo(2048, 32 * 1024 * 1024)
+class ShingleCache:
+    """What shingling remembers, owned by the stages that shingle (one per pipeline; the
+    consolidator and the selector of a fused pipeline share it): the word ids and the shingle
+    sets of the last couple of thousand texts. Both are pure functions of their keys and
+    bounded, so a cache can only skip work, never change a result.
 
-
-def text_shingles(text: str, size: int) -> frozenset[int]:
-    """``shingles(words(text), size)``, remembered for the last couple of thousand texts.
-
-    Consolidation shingles every passage (and records them here) and selection shingles the
-    survivors again; in one process (the fused pipeline) the second time is a lookup.
+    Consolidation shingles every passage (and records the sets here) and selection shingles
+    the survivors again: in one process the second time is a lookup.
     """
-    found = _SHINGLE_MEMO.get((text, size))
-    if found is None:
-        found = shingles(words(text), size)
-        _SHINGLE_MEMO.put((text, size), found)
-    return found
 
+    #: 2,048 sets or 32 MiB, whichever is reached first (ordinary passages: about 18 MB when
+    #: full, so the count bounds them; the bytes bound long ones).
+    MAX_SETS = 2048
+    MAX_BYTES = 32 * 1024 * 1024
 
-def text_shingles_many(texts: Sequence[str], size: int) -> list[frozenset[int]]:
-    """``[text_shingles(t, size) for t in texts]``; the ones not remembered in one batch."""
-    found = [_SHINGLE_MEMO.get((t, size)) for t in texts]
-    missing = [i for i, f in enumerate(found) if f is None]
-    if missing:
-        fresh = shingles_of_many([words(texts[i]) for i in missing], size)
-        for i, f in zip(missing, fresh, strict=True):
-            _SHINGLE_MEMO.put((texts[i], size), f)
-            found[i] = f
-    return [f for f in found if f is not None]
+    def __init__(self, *, max_sets: int = MAX_SETS, max_bytes: int = MAX_BYTES) -> None:
+        self.word_ids = _WordIds()
+        self.sets = _Memo(max_sets, max_bytes)
 
+    @classmethod
+    def throwaway(cls) -> ShingleCache:
+        """A cache for one call (no sets remembered)."""
+        return cls(max_sets=1, max_bytes=1)
 
-def text_features(texts: Sequence[str], size: int) -> tuple[ShingleIndex, list[str]]:
-    """Shingle index and :func:`normalize` forms of ``texts``, the words split once for both."""
-    tokens = [words(t) for t in texts]
-    index = index_shingles(tokens, size)
-    for text, found in zip(texts, index.sets, strict=True):
-        _SHINGLE_MEMO.put((text, size), found)
-    norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
-    return index, norms
+    def text_shingles(self, text: str, size: int) -> frozenset[int]:
+        """``shingles(words(text), size)``, remembered."""
+        found = self.sets.get((text, size))
+        if found is None:
+            found = shingles(words(text), size, self)
+            self.sets.put((text, size), found)
+        return found
 
+    def text_shingles_many(self, texts: Sequence[str], size: int) -> list[frozenset[int]]:
+        """``[self.text_shingles(t, size) for t in texts]``; the ones not remembered are
+        shingled together."""
+        found = [self.sets.get((t, size)) for t in texts]
+        missing = [i for i, f in enumerate(found) if f is None]
+        if missing:
+            fresh = shingles_of_many([words(texts[i]) for i in missing], size, self)
+            for i, f in zip(missing, fresh, strict=True):
+                self.sets.put((texts[i], size), f)
+                found[i] = f
+        return [f for f in found if f is not None]
 
-def clear_memos() -> None:
-    """Forget memoised shingle sets (benchmarks start each pass cold)."""
-    _SHINGLE_MEMO.clear()
+    def text_features(self, texts: Sequence[str], size: int) -> tuple[ShingleIndex, list[str]]:
+        """Shingle index and :func:`normalize` forms of ``texts``, the words split once for
+        both; the sets are remembered."""
+        tokens = [words(t) for t in texts]
+        index = index_shingles(tokens, size, self)
+        for text, found in zip(texts, index.sets, strict=True):
+            self.sets.put((text, size), found)
+        norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
+        return index, norms
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:

@@ -9,8 +9,12 @@ In order, on the candidates the router let through:
 3. overlapping or touching spans of one document merge into one text in document order,
    and children of one parent are grouped;
 4. exact duplicates after normalisation and near-duplicates (word-shingle Jaccard or
-   containment; cosine when every candidate carries an embedding) form one source family,
-   represented by its best-ranked copy (``duplicate`` / ``near_duplicate`` for the others).
+   containment; cosine when every candidate carries an embedding) form one source family
+   (``duplicate`` / ``near_duplicate`` for the copies left out). The family is shown as its
+   canonical copy: the most authoritative, then the cheapest in bytes (no "Reposted from
+   ..." boilerplate, curly quotes or doubled spaces), then the best-ranked, among the copies
+   that keep :data:`CANONICAL_KEEP` of the best-ranked copy's shingles (a truncated copy
+   never represents its family). The family keeps its best copy's score and rank.
    Two passages from distinct sources that both reach the policy's independent-authority
    level are kept apart: they are confirmations, not copies. Passages with the same shingle
    set are grouped by hash first and only one of each group enters the pairwise work, so
@@ -44,11 +48,15 @@ from ctxbudget.schemas import (
     Piece,
     RoutedBatch,
 )
-from ctxbudget.text import ShingleIndex, containment, jaccard, text_features
+from ctxbudget.text import ShingleCache, ShingleIndex, containment, jaccard
 
 PIECE_SEPARATOR = "\n"
 #: Shingle containment at or above which a passage is a verbatim copy of another.
 VERBATIM = 0.95
+#: A copy may represent its family only if it keeps this share of the word shingles of the
+#: copy retrieval ranked best: a cheaper copy that lost part of the content (a truncated
+#: window, an article that quotes only the lead) does not.
+CANONICAL_KEEP = 0.8
 _Key = Callable[[int], tuple[int, float, float, str]]
 
 
@@ -65,6 +73,23 @@ def _score(c: Candidate, fld: str) -> float | None:
 def rank_key(score: float | None, authority: float, ident: str) -> tuple[int, float, float, str]:
     """Best first: scored before unscored, higher score, higher authority, then the id."""
     return (0 if score is not None else 1, -(score or 0.0), -authority, ident)
+
+
+def best_ranked_member(item: ConsolidatedItem, routed: RoutedBatch, policy: Policy) -> Candidate:
+    """The copy of ``item``'s family that retrieval ranked best (the canonical copy that
+    represents it may rank lower)."""
+    cands = routed.batch.candidates
+    fld = primary_score_field(cands[i] for i in routed.admissible)
+    return cands[
+        min(
+            item.members,
+            key=lambda m: rank_key(
+                _score(cands[m], fld),
+                policy.authority_of(cands[m].source_id, cands[m].authority),
+                cands[m].chunk_id,
+            ),
+        )
+    ]
 
 
 _NUM = re.compile(r"\d+")
@@ -100,11 +125,19 @@ class _Unit:
 class Consolidator:
     """Stage 2: routed batch in, consolidated batch out."""
 
-    def __init__(self, *, policy: Policy, max_pair_checks: int = DEFAULT_MAX_PAIR_CHECKS) -> None:
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        max_pair_checks: int = DEFAULT_MAX_PAIR_CHECKS,
+        shingles: ShingleCache | None = None,
+    ) -> None:
         if max_pair_checks < 1:
             raise ValueError(f"max_pair_checks must be >= 1, got {max_pair_checks!r}")
         self.policy = policy
         self.max_pair_checks = max_pair_checks
+        #: Word ids and shingle sets (shared with the selector in one pipeline).
+        self.shingles = shingles if shingles is not None else ShingleCache()
 
     def run(self, routed: RoutedBatch) -> ConsolidatedBatch:
         """One item per source family of the admissible candidates (the module's steps 1 to 4),
@@ -208,7 +241,7 @@ class Consolidator:
             doc_units = _merge_spans(by_doc[doc], cands)
             units.extend(_group_parents(doc_units, cands))
         size = self.policy.near_duplicate.shingle_words
-        index, norms = text_features([u.text for u in units], size)
+        index, norms = self.shingles.text_features([u.text for u in units], size)
         for u, shingle_set, shared, norm in zip(
             units, index.sets, index.shared, norms, strict=True
         ):
@@ -237,8 +270,28 @@ class Consolidator:
             families[sets.find(u)].append(u)
         items = []
         for root in sorted(families):
-            items.append(self._item(root, families[root], units, cands, exact, fld, dropped))
+            family = self._canonical_first(families[root], units, cands)
+            items.append(self._item(family, units, cands, exact, fld, dropped))
         return items
+
+    def _canonical_first(
+        self, family: list[int], units: list[_Unit], cands: Sequence[Candidate]
+    ) -> list[int]:
+        """The family with the copy that represents it first (see the module docstring)."""
+        if len(family) == 1:
+            return family
+        authority_of = self.policy.authority_of
+        best = units[family[0]].shingle_set  # family[0]: the best-ranked copy
+        need = CANONICAL_KEEP * len(best)
+
+        def canon(u: int) -> tuple[float, int, int]:
+            c = cands[units[u].best]
+            size = len(units[u].text.encode("utf-8", "surrogatepass"))
+            return (-authority_of(c.source_id, c.authority), size, family.index(u))
+
+        keeps = [u for u in family if u == family[0] or len(units[u].shingle_set & best) >= need]
+        first = min(keeps, key=canon)
+        return [first, *(u for u in family if u != first)]
 
     def _independent(self, ua: _Unit, ub: _Unit, cands: Sequence[Candidate]) -> bool:
         """Two authoritative sources that say the same thing in their own words are two
@@ -329,7 +382,6 @@ class Consolidator:
 
     def _item(
         self,
-        root: int,
         family: list[int],
         units: list[_Unit],
         cands: Sequence[Candidate],
@@ -337,15 +389,17 @@ class Consolidator:
         fld: str,
         dropped: list[CandidateFate],
     ) -> ConsolidatedItem:
+        root = family[0]
         rep_unit = units[root]
         rep = cands[rep_unit.best]
+        best = cands[units[min(family)].best]
         rest = sorted(
             (m for m in rep_unit.members if m != rep_unit.best), key=lambda m: cands[m].chunk_id
         )
         members = [rep_unit.best, *rest]
         sources = [rep.source_id]
         seen = {rep.source_id}
-        for u in family[1:]:  # family[0] is the root: union keeps the better-ranked unit
+        for u in family[1:]:  # family[0] represents the family (``_canonical_first``)
             unit = units[u]
             reason: DropReason = "duplicate" if exact[u] == exact[root] else "near_duplicate"
             for m in sorted(unit.members, key=lambda m: cands[m].chunk_id):
@@ -369,7 +423,7 @@ class Consolidator:
             published_at=rep.published_at,
             text=rep_unit.text,
             pieces=tuple(rep_unit.pieces),
-            score=_score(rep, fld),
+            score=_score(best, fld),
             authority=self.policy.authority_of(rep.source_id, rep.authority),
             span_start=rep_unit.span_start,
         )

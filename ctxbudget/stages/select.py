@@ -56,7 +56,8 @@ from ctxbudget.schemas import (
     Query,
     QueryClass,
 )
-from ctxbudget.text import STOPWORDS, content_terms, terms_of, text_shingles_many, words
+from ctxbudget.stages.consolidate import best_ranked_member
+from ctxbudget.text import STOPWORDS, ShingleCache, content_terms, terms_of, words
 from ctxbudget.tokens import estimate_tokens
 
 
@@ -298,12 +299,15 @@ class EvidenceSelector:
         policy: Policy,
         evidence_filter: EvidenceFilter | None = None,
         analyses: BoundedMemo[str, SentenceAnalysis] | None = None,
+        shingles: ShingleCache | None = None,
     ) -> None:
         self.policy = policy
         self.evidence_filter = evidence_filter
         #: Sentence analyses of passages (a pure function of the text), shared with the
         #: finisher in one process: a passage that recurs is split and read once.
         self.analyses = analyses if analyses is not None else BoundedMemo()
+        #: Word ids and shingle sets, shared with the consolidator in one process.
+        self.shingles = shingles if shingles is not None else ShingleCache()
 
     def analyse(self, text: str) -> SentenceAnalysis:
         """The sentence analysis of ``text``, memoised in ``analyses``."""
@@ -324,11 +328,12 @@ class EvidenceSelector:
         if ef is not None and ef.applies_to(routed.query_class):
             coverage = ef.coverage(routed.query_class)
             bound = ef.bind(routed.batch)
-            cands = routed.batch.candidates
             kept = []
             for i in eligible:
-                # A family is judged by its representative, the copy retrieval ranked best.
-                if bound.keep(cands[items[i].members[0]], routed.query_class):
+                # A family is judged by the copy retrieval ranked best.
+                if bound.keep(
+                    best_ranked_member(items[i], routed, self.policy), routed.query_class
+                ):
                     kept.append(i)
                 else:
                     fates[i] = "conformal"
@@ -388,7 +393,7 @@ class EvidenceSelector:
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
         signals = troubleshooting_signals(query.text) if query_class == "troubleshooting" else None
         size = self.policy.near_duplicate.shingle_words
-        all_grams = text_shingles_many([items[i].text for i in eligible], size)
+        all_grams = self.shingles.text_shingles_many([items[i].text for i in eligible], size)
         rules = self.policy.classes[cast(QueryClass, query_class)]
         defaults = SetDefaults.common([(it.source_id, it.version) for it in items])
         linking = rules.weights.link > 0

@@ -29,8 +29,9 @@ def test_identical_chunk_ids_collapse(store: PolicyStore) -> None:
     assert [f.reason for f in out.dropped] == ["duplicate"]
 
 
-def test_syndicated_copies_form_one_family_led_by_the_best_ranked(store: PolicyStore) -> None:
-    """Five copies of a press release are one source, not five confirmations."""
+def test_syndicated_copies_form_one_family_shown_as_the_clean_original(store: PolicyStore) -> None:
+    """Five copies of a press release are one source, not five confirmations; the original,
+    without the reposting boilerplate, represents them."""
     copies = [
         candidate(
             f"copy{i}", f"Reposted from newswire {i}: " + PRESS.replace(",", ""), score=1.0 + i / 10
@@ -49,11 +50,13 @@ def test_syndicated_copies_form_one_family_led_by_the_best_ranked(store: PolicyS
 
 
 def test_exact_duplicates_after_normalisation_are_duplicates(store: PolicyStore) -> None:
-    """Case and punctuation differences do not make a new source."""
+    """Case and punctuation differences do not make a new source; the family is shown as its
+    cheaper copy and keeps its best copy's score."""
     out = consolidate(
         store, batch([candidate("a", "Hello, World!", 2.0), candidate("b", "hello world", 1.0)])
     )
-    assert [it.chunk_ids for it in out.items] == [("a", "b")]
+    assert [it.chunk_ids for it in out.items] == [("b", "a")]
+    assert out.items[0].score == 2.0
     assert [f.reason for f in out.dropped] == ["duplicate"]
 
 
@@ -168,3 +171,34 @@ def test_version_order_is_numeric_and_takes_huge_numbers() -> None:
     assert version_key("10", None) > version_key("9", None)
     assert version_key("9" * 5000, None) > version_key("8" + "9" * 4999, None)
     assert version_key("1", "2024-01-02") > version_key("1", "2024-01-01")
+
+
+def test_the_cheapest_copy_represents_a_family_even_when_ranked_lower(store: PolicyStore) -> None:
+    """A syndicated copy that retrieval ranked first still yields to the plain original: the
+    family's text is the original's, its score the copy's."""
+    story = PRESS + (
+        " The company said the release had been tested with its largest customers for six"
+        " months, and that existing gateways can be upgraded in place without downtime."
+    )
+    copy = candidate("copy", "Reposted from wire.example: " + story, 3.0)
+    orig = candidate("orig", story, 1.0)
+    out = consolidate(store, batch([copy, orig]))
+    [fam] = out.items
+    assert fam.item_id == "orig" and fam.text == story
+    assert fam.chunk_ids == ("orig", "copy") and fam.score == 3.0
+    assert [(f.chunk_id, f.reason, f.kept_as) for f in out.dropped] == [
+        ("copy", "near_duplicate", "orig")
+    ]
+
+
+def test_a_cheaper_copy_that_lost_content_does_not_represent(store: PolicyStore) -> None:
+    """A copy that kept only part of the best-ranked text (here about half) is cheaper but
+    loses content: the best-ranked whole text represents the family."""
+    whole = PRESS + (
+        " Pricing will be announced at the partner conference in Berlin next month, together"
+        " with the support terms and the list of regions where the gateway launches first."
+    )
+    cut = candidate("cut", PRESS, 1.0)
+    full = candidate("full", whole, 3.0)
+    out = consolidate(store, batch([cut, full]))
+    assert [it.item_id for it in out.items] == ["full"]

@@ -19,7 +19,7 @@ from ctxbudget.schemas import Candidate, CandidateBatch, RoutedBatch
 from ctxbudget.stages.consolidate import Consolidator, _Disjoint
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.testing import batch, candidate
-from ctxbudget.text import _Memo, _WordIds, containment, jaccard
+from ctxbudget.text import ShingleCache, _Memo, _WordIds, containment, jaccard
 from ctxbudget.tokens import TokenizerRegistry
 from tests.paths import REPO
 
@@ -348,3 +348,16 @@ def test_long_words_are_hashed_but_not_remembered() -> None:
     assert ids["a" * 10_000] == ids["a" * 10_000]
     assert ids["short"] >= 0
     assert list(ids) == ["short"]
+
+
+def test_shingling_keeps_no_state_between_pipelines() -> None:
+    """Shingle sets and word ids live in a cache the stages own: one pipeline's traffic leaves
+    nothing behind in another's, and the results do not depend on the cache."""
+    from ctxbudget.text import shingles, words
+
+    text = "the quick brown fox jumps over the lazy dog " * 8
+    a, b = ShingleCache(), ShingleCache()
+    first = a.text_shingles(text, 3)
+    assert len(a.sets) == 1 and len(b.sets) == 0 and not b.word_ids
+    assert b.text_shingles(text, 3) == first == shingles(words(text), 3)
+    assert a.text_features([text], 3)[0].sets == [first]
