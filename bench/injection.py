@@ -1,14 +1,15 @@
 """The safety gate on a labelled prompt-injection corpus: attacks caught, benign withheld, cost.
 
     python -m bench.injection [--corpus tests/data/injection_corpus.jsonl] [--split dev|heldout|all]
-                              [--gate-file path/to/safety.py] [--show-misses] [--repeats 5]
+                              [--gate-file path/to/safety] [--show-misses] [--repeats 5]
 
 The corpus is JSONL, one passage per line: ``{"id", "label": "attack"|"benign", "style",
 "title"?, "text", "group"?, "split": "dev"|"heldout"}``. A passage is withheld when
 :func:`ctxbudget.safety.scan_candidate` returns any finding (the router quarantines it). Passages
 that share a ``group`` are the halves of one split attack and count once: caught when any half
-is caught. ``--gate-file`` loads ``scan_candidate`` from another copy of the module (e.g. the
-previous version, ``git show HEAD~1:ctxbudget/safety.py > /tmp/old.py``) for a before/after.
+is caught. ``--gate-file`` loads ``scan_candidate`` from another copy of the gate, a package
+folder (``git worktree add /tmp/old HEAD~1`` then ``--gate-file /tmp/old/ctxbudget/safety``) or
+a single module (versions before the package) for a before/after.
 
 Timing is the wall clock of the gate alone over every passage of the selection, best of
 ``--repeats`` runs, in microseconds per passage; it is a rough figure on a shared machine.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -143,10 +145,16 @@ def time_gate(
 def load_gate(path: Path | None) -> Gate:
     if path is None:
         return scan_candidate
-    spec = importlib.util.spec_from_file_location("_bench_gate", path)
+    if path.is_dir():  # a copy of the package (its modules import each other relatively)
+        spec = importlib.util.spec_from_file_location(
+            "_bench_gate", path / "__init__.py", submodule_search_locations=[str(path)]
+        )
+    else:  # a single-module version of the gate
+        spec = importlib.util.spec_from_file_location("_bench_gate", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # the package's relative imports find it here
     spec.loader.exec_module(module)
     gate: Gate = module.scan_candidate
     return gate
@@ -182,7 +190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--split", choices=("dev", "heldout", "all"), default="all")
-    ap.add_argument("--gate-file", type=Path, default=None, help="load scan_candidate from here")
+    ap.add_argument(
+        "--gate-file",
+        type=Path,
+        default=None,
+        help="load scan_candidate from this package folder or module file",
+    )
     ap.add_argument("--show-misses", action="store_true", help="list the ids the gate got wrong")
     ap.add_argument("--repeats", type=int, default=5, help="timing runs (best is reported)")
     args = ap.parse_args(argv)

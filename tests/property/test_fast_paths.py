@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import safety
 from ctxbudget.envelope import escape_attr, escape_text
+from ctxbudget.safety import normalization
 from ctxbudget.stages.consolidate import near_duplicate_pairs
 from ctxbudget.text import (
     STOPWORDS,
@@ -92,7 +93,7 @@ def test_the_fold_table_holds_every_letter_ignorecase_maps_to_ascii() -> None:
         ch = chr(cp)
         if any_letter.match(ch):
             found[ch] = next(a for a in "abcdefghijklmnopqrstuvwxyz" if re.match(a, ch, re.I))
-    assert found == dict(safety._FOLD)
+    assert found == dict(normalization._FOLD)
 
 
 @SETTINGS

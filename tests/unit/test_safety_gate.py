@@ -11,7 +11,7 @@ import pytest
 
 from bench.injection import DEFAULT_CORPUS, evaluate, load_corpus
 from ctxbudget import safety
-from ctxbudget.safety import FINDINGS, explain, normalize, scan, scan_candidate
+from ctxbudget.safety import FINDINGS, explain, gate, normalize, rules, scan, scan_candidate
 from tests.paths import data_dir
 
 N = 100_000
@@ -190,10 +190,10 @@ def test_the_prefilter_never_changes_a_verdict_on_the_corpus() -> None:
     regex matches has its gate open, and scan() equals the unfiltered evaluation."""
     texts = [p.text if not p.title else f"{p.title}\n{p.text}" for p in load_corpus()]
     for text in texts:
-        x = safety._Text(text)
-        open_rules = set(safety._candidate_rules(x))
-        for i, rule in enumerate(safety._RULES):
-            if safety._rule_weight(rule, x, quotes=False):
+        x = gate._Text(text)
+        open_rules = set(rules._candidate_rules(x))
+        for i, rule in enumerate(rules._RULES):
+            if gate._rule_weight(rule, x, quotes=False):
                 assert i in open_rules, (rule.name, text)
         plain = tuple(name for name, check in safety.CHECKS if check.search(text))
         assert scan(text) == plain, text

@@ -1,0 +1,293 @@
+"""Scoring: a passage's findings, their weights and the frame penalty, and the verdict
+(:func:`scan`, :func:`explain`, :func:`scan_candidate`)."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from .normalization import _prepare
+from .rules import (
+    _CLAUSE_CHARS,
+    _CLAUSE_WORDS,
+    _DOC_BRACES,
+    _DOC_PHRASE_WORDS,
+    _DOC_PHRASES,
+    _DOC_WORDS,
+    _FRAME,
+    _MD_LINK_BEFORE,
+    _QUOTED,
+    _RULES,
+    _candidate_rules,
+    _Rule,
+    _words,
+)
+from .signals import (
+    _MAX_HIDDEN_CHARS,
+    _decoded_payloads,
+    _hidden_segments,
+    _islice,
+    _raw_checks,
+    _url_signal,
+)
+
+#: Total score at or above which a passage is quarantined.
+THRESHOLD = 2.0
+
+#: Finding names, in the order :func:`scan` reports them.
+FINDINGS: tuple[str, ...] = (
+    "instruction",
+    "role_text",
+    "tool_call",
+    "hidden_characters",
+    "envelope_markup",
+    "exfiltration",
+    "coercion",
+    "hidden_text",
+    "encoded_payload",
+    "addressed_to_model",
+    "homoglyphs",
+)
+#: Cap on one finding's score (many phrasings of one idea are still one idea).
+_CAP = 4.0
+#: Most the "describes an attack" frame can take away.
+_MAX_FRAME_PENALTY = 2.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Why :func:`scan` said what it said: per-finding scores, the rules that fired, the
+    frame penalty and the total (quarantine when ``total >= THRESHOLD``)."""
+
+    scores: dict[str, float] = field(default_factory=dict)
+    rules: list[str] = field(default_factory=list)
+    frame_penalty: float = 0.0
+    documentation: bool = False
+
+    @property
+    def total(self) -> float:
+        """The sum of the finding scores, less the frame penalty."""
+        return sum(self.scores.values()) - self.frame_penalty
+
+    @property
+    def quarantined(self) -> bool:
+        """Whether ``total`` reaches :data:`THRESHOLD`."""
+        return self.total >= THRESHOLD
+
+    @property
+    def findings(self) -> tuple[str, ...]:
+        """The findings that scored, in :data:`FINDINGS` order; empty unless quarantined."""
+        if not self.quarantined:
+            return ()
+        return tuple(name for name in FINDINGS if self.scores.get(name, 0.0) > 0.0)
+
+    def add(self, finding: str, weight: float, rule: str) -> None:
+        """Add ``weight`` to ``finding`` (each finding's score is capped) and record ``rule``; a
+        weight of zero or less is ignored."""
+        if weight <= 0.0:
+            return
+        self.scores[finding] = min(_CAP, self.scores.get(finding, 0.0) + weight)
+        self.rules.append(f"{rule}:{weight:g}")
+
+
+class _Text:
+    """One normalised passage and what the rules need to know about it, computed lazily."""
+
+    __slots__ = ("_doc", "_spans", "_words", "ascii", "cased", "lookalikes", "t")
+
+    def __init__(self, raw: str) -> None:
+        p = _prepare(raw)
+        self.t = p.text
+        self.cased = p.cased
+        self.lookalikes = p.lookalike_words
+        self.ascii = self.t.isascii()
+        self._words: frozenset[str] | None = None
+        self._spans: tuple[list[int], list[int]] | None = None
+        self._doc: bool | None = None
+
+    @property
+    def words(self) -> frozenset[str]:
+        if self._words is None:
+            self._words = _words(self.t)
+        return self._words
+
+    @property
+    def spans(self) -> tuple[list[int], list[int]]:
+        """Start and end offsets of quoted stretches (“…”, «…», "…" after a space, ...)."""
+        if self._spans is None:
+            starts: list[int] = []
+            ends: list[int] = []
+            t = self.t
+            if '"' in t or "'" in t or not self.ascii:
+                links = "](" in t
+                for m in _QUOTED.finditer(t):
+                    start = m.start()
+                    if (
+                        links
+                        and t[start] == '"'
+                        and _MD_LINK_BEFORE.search(t, max(0, start - 520), start)
+                    ):
+                        continue  # a markdown link title: hidden text, not a quotation
+                    starts.append(start)
+                    ends.append(m.end())
+            self._spans = (starts, ends)
+        return self._spans
+
+    @property
+    def documentation(self) -> bool:
+        """Reads as technical documentation: templates, placeholders, schemas, examples."""
+        if self._doc is None:
+            t = self.t
+            self._doc = (
+                not _DOC_WORDS.isdisjoint(self.words)
+                or ("{" in t and bool(_DOC_BRACES.search(t)))
+                or (not _DOC_PHRASE_WORDS.isdisjoint(self.words) and bool(_DOC_PHRASES.search(t)))
+            )
+        return self._doc
+
+
+def _line_start(t: str, pos: int) -> bool:
+    """Only spaces, tabs and markdown/quote markers ("> ", "**", "# ", "//") precede ``pos``
+    on its line (at most 12 of them)."""
+    i = pos
+    while i > 0 and t[i - 1] != "\n":
+        if pos - i >= 12 or t[i - 1] not in " \t>*#/":
+            return False
+        i -= 1
+    return True
+
+
+def _clause_start(t: str, pos: int) -> bool:
+    i = pos
+    while i > 0 and pos - i < 3 and t[i - 1] in " \t":
+        i -= 1
+    if i == 0 or t[i - 1] in _CLAUSE_CHARS:
+        return True
+    if i == pos:  # a softener must stand apart: "please ignore", not "pleaseignore"
+        return False
+    k = i
+    while k > 0 and i - k < 12 and "a" <= t[k - 1] <= "z":
+        k -= 1
+    return t[k:i] in _CLAUSE_WORDS
+
+
+#: Matches of one rule looked at (later ones are ignored): searches resume after each match, so
+#: the work stays linear, and decoys (quoted or mid-clause matches) cannot exhaust it cheaply.
+_MAX_MATCHES = 500
+
+
+def _rule_weight(rule: _Rule, x: _Text, *, quotes: bool = True) -> float:
+    """The rule's weight if it matches outside quotation marks, half of it if every match
+    is quoted, 0 if it does not match (at most 20 matches are looked at)."""
+    t = x.t
+    seen_quoted = False
+    pos = 0
+    for _ in range(_MAX_MATCHES):
+        m = rule.rx.search(t, pos)
+        if m is None:
+            break
+        start = m.start()
+        pos = start + 1
+        if rule.clause and not _clause_start(t, start):
+            continue
+        if rule.line_start and not _line_start(t, start):
+            continue
+        if not (quotes and rule.quotable) or not _inside(x.spans, start):
+            return rule.weight
+        seen_quoted = True
+    return rule.weight / 2 if seen_quoted else 0.0
+
+
+def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
+    i = bisect.bisect_right(spans[0], pos) - 1
+    return i >= 0 and pos < spans[1][i]
+
+
+def _score(raw: str, *, fast: bool, depth: int) -> Verdict:
+    v = Verdict()
+    _raw_checks(raw, v)
+    x = _Text(raw)
+    if x.lookalikes:
+        v.add("homoglyphs", 1.0, "mixed_script_words")
+    groups: dict[str, float] = {}
+    for i in _candidate_rules(x) if fast else range(len(_RULES)):
+        rule = _RULES[i]
+        weight = _rule_weight(rule, x)
+        if weight and rule.doc and x.documentation:
+            weight /= 2
+        if weight and rule.group is not None:
+            best = groups.get(rule.group, 0.0)
+            groups[rule.group] = max(best, weight)
+            weight = max(0.0, weight - best)
+        v.add(rule.finding, weight, rule.name)
+    url_weight, url_rule = _url_signal(x.cased)
+    v.add("exfiltration", url_weight, url_rule)
+    _hidden_text(x, v, fast=fast)
+    if depth == 0:
+        _encoded(x, v, fast=fast)
+    v.documentation = bool(x._doc)
+    if v.total >= THRESHOLD:
+        cues = {m.group(0) for m in _islice(_FRAME.finditer(x.t), 8)}
+        v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
+    return v
+
+
+def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:
+    t = x.t
+    if "<" not in t and "](" not in t and "]:" not in t:
+        return
+    hidden = "\n".join(_hidden_segments(t))[:_MAX_HIDDEN_CHARS]
+    if not hidden.strip():
+        return
+    h = _Text(hidden)
+    for i in _candidate_rules(h) if fast else range(len(_RULES)):
+        rule = _RULES[i]
+        if rule.directive and _rule_weight(rule, h, quotes=False):
+            v.add("hidden_text", 1.0, f"hidden:{rule.name}")
+            return
+
+
+def _encoded(x: _Text, v: Verdict, *, fast: bool) -> None:
+    for decoded in _decoded_payloads(x):
+        inner = _score(decoded, fast=fast, depth=1)
+        if inner.quarantined:
+            v.add("encoded_payload", 3.0, "decoded:" + "+".join(inner.findings))
+            return
+
+
+def explain(text: str) -> Verdict:
+    """The full verdict for ``text``: scores, fired rules, penalty, total."""
+    return _score(text, fast=True, depth=0)
+
+
+def scan(text: str) -> tuple[str, ...]:
+    """The names of the findings that quarantine ``text``, in :data:`FINDINGS` order; empty
+    when the passage is clean (its score stays below :data:`THRESHOLD`)."""
+    return _score(text, fast=True, depth=0).findings
+
+
+def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:
+    """Scan a passage's title and text together (either can carry an injection)."""
+    return scan(text if not title else f"{title}\n{text}")
+
+
+class _FindingCheck:
+    """One finding as a predicate with a regex-like ``search``: true when the gate, run
+    without its word/needle prefilter, reports the finding. ``scan`` must agree with these
+    (the prefilter is a speed-up only), which the property tests check."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def search(self, text: str) -> bool:
+        return self.name in _score(text, fast=False, depth=0).findings
+
+
+CHECKS: tuple[tuple[str, _FindingCheck], ...] = tuple((n, _FindingCheck(n)) for n in FINDINGS)

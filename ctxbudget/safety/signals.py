@@ -1,0 +1,228 @@
+"""Signals beside the rules: invisible characters in the raw text, text hidden by HTML or
+markdown, URLs that would carry data away, and payloads encoded as base64, hex, rot13 or
+reversed text (decoded, bounded, and scanned again)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .gate import Verdict, _Text
+
+# --- Raw-text checks ------------------------------------------------------------------------------
+# Bidirectional overrides (Trojan-source reordering) and zero-width characters inside a word.
+_BIDI_OVERRIDE = re.compile("[\u202d\u202e]")
+_ZW_IN_WORD = re.compile("[A-Za-z][\u200b-\u200d\u2060-\u2064\ufeff\u180e]{1,8}[A-Za-z]")
+_FLAG_EMOJI = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
+_ANY_TAG_CHAR = re.compile("[\U000e0000-\U000e007f]")
+_RAW_ANY = re.compile("[\u202d\u202e\u200b-\u200d\u2060-\u2064\ufeff\u180e\U000e0000-\U000e007f]")
+
+# --- Hidden HTML / markdown -----------------------------------------------------------------------
+_OPEN_TAG = re.compile(r"<[a-z][a-z0-9]{0,10}\b[^<>]{0,400}>")
+_HIDDEN_STYLE = re.compile(
+    r"display[ \t]{0,3}:[ \t]{0,3}none|visibility[ \t]{0,3}:[ \t]{0,3}hidden|"
+    r"font-size[ \t]{0,3}:[ \t]{0,3}0(?![.\d])|opacity[ \t]{0,3}:[ \t]{0,3}0(?![.\d])|"
+    r"\bhidden\b|aria-hidden|color[ \t]{0,3}:[ \t]{0,3}(?:#fff\b|#ffffff|white|transparent)|"
+    r"(?:height|width)[ \t]{0,3}:[ \t]{0,3}0(?:px)?\b|(?:left|top)[ \t]{0,3}:[ \t]{0,3}-\d{3,}"
+)
+_ATTR_TEXT = re.compile(r"\b(?:alt|title|aria-label)[ \t]{0,3}=[ \t]{0,3}\"([^\"]{0,500})\"")
+_MD_TITLE = re.compile(r"\]\([^\s()\[\]]{1,500}[ \t]{1,3}\"([^\"\n]{1,300})\"\)")
+_MD_COMMENT = re.compile(r"\[(?://|comment|_)\]:[ \t]{0,3}(?:#|<>)[ \t]{0,3}\(([^)\n]{0,500})\)")
+_MAX_SEGMENTS = 200
+_MAX_HIDDEN_CHARS = 8000
+
+# --- URLs -----------------------------------------------------------------------------------------
+_MD_URL = re.compile(r"!?\[[^\]\n]{0,200}\]\([ \t]{0,3}([^\s()\[\]]{1,500})")
+_BARE_URL = re.compile(r"(?:[hH][tT][tT][pP][sS]?:)?//[^\s<>\"'()\[\]{}|\\^`]{1,500}")
+_SECRETISH = re.compile(
+    r"\b(?:conversation|chat|history|messages?|prompt|system_prompt|secrets?|password|passwd|pwd|"
+    r"token|api_?key|apikey|session_?token|user_?name|username|email|question|answer|data|"
+    r"payload|context|summary|cookies?|credentials|ssn|card)\b"
+)
+_PLACEHOLDER_START = ("{", "<", "[", "$", "%")
+# Conversation or secret data named near a URL left open for appending.
+_SECRETISH_NEAR = re.compile(
+    r"(?i)\b(?:conversation|chat|history|messages?|passwords?|api key|secrets?|credentials|"
+    r"email address|personal data|system prompt|tokens?|session|summar\w{1,5})\b"
+)
+_MAX_URLS = 500
+
+# --- Encoded payloads -----------------------------------------------------------------------------
+_B64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
+_HEX_RUN = re.compile(r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){12,}")
+_ROT13_HINT = re.compile(r"\brot[ -]?13\b|\bcaesar\b|\bdecod(?:e|ing)\b|\bdecipher\b")
+_REVERSE_HINT = re.compile(r"\b(?:backwards|reversed|in reverse|reverse (?:order|the text))\b")
+_HEX_HINT = re.compile(r"\bhex(?:adecimal)?\b")
+_MAX_RUNS = 256  # runs are disjoint: decoding them all is linear in the text
+# Cheap pre-check for a base64 run: alphabet bytes -> "a", others -> " ", look for 24 "a"s.
+_B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+_B64_ALPHABET_TO_A = bytes(97 if c in _B64_CHARS else 32 for c in range(256))
+_B64_RUN_OF_24 = b"a" * 24
+_MAX_DECODE_CHARS = 8192  # per run
+_MAX_DECODED_TOTAL = 32768  # base64 or hex text re-scanned, in all
+
+
+def _islice(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
+    out = []
+    for m in it:
+        out.append(m)
+        if len(out) >= n:
+            break
+    return out
+
+
+def _hidden_segments(t: str) -> list[str]:
+    """Text the reader of a rendered page does not see: comments, invisible elements, alt
+    texts, link titles, markdown comments (bounded in count and size)."""
+    out: list[str] = []
+    pos = 0
+    while len(out) < _MAX_SEGMENTS:
+        start = t.find("<!--", pos)
+        if start < 0:
+            break
+        end = t.find("-->", start + 4)
+        end = len(t) if end < 0 else end
+        out.append(t[start + 4 : min(end, start + 4 + 2000)])
+        pos = end + 3
+    if "<" in t:
+        for m in _islice(_OPEN_TAG.finditer(t), 10 * _MAX_SEGMENTS):
+            if len(out) >= _MAX_SEGMENTS:
+                break
+            if _HIDDEN_STYLE.search(m.group(0)):
+                out.append(t[m.end() : m.end() + 1000].split("</", 1)[0])
+    for rx, needle in ((_ATTR_TEXT, "="), (_MD_TITLE, "]("), (_MD_COMMENT, "]:")):
+        if needle in t:
+            out.extend(m.group(1) for m in _islice(rx.finditer(t), _MAX_SEGMENTS))
+    return out
+
+
+def _url_signal(cased: str) -> tuple[float, str]:
+    """2.0 for a markdown link/image whose query carries a placeholder (``{x}``, ``<X>``,
+    ``$X``, ``[x]``, or an identifier naming conversation/secret data such as ``CHAT_HISTORY``),
+    1.5 for such a bare URL or one left open right before a placeholder, 1.0 for a URL left
+    open at the end for data to be appended; else 0. Reads the case-kept text."""
+    if "//" not in cased or "=" not in cased:
+        return 0.0, ""
+    best = (0.0, "")
+    urls = [
+        (m.group(1), True, "", m.start(), m.end())
+        for m in _islice(_MD_URL.finditer(cased), _MAX_URLS)
+    ]
+    urls += [
+        (m.group(0), False, cased[m.end() : m.end() + 1], m.start(), m.end())
+        for m in _islice(_BARE_URL.finditer(cased), _MAX_URLS)
+    ]
+    for url, in_md, after, start, end in urls:
+        if "?" not in url:
+            continue
+        params = url.split("?", 1)[1].split("#", 1)[0].split("&")
+        for i, param in enumerate(params):
+            _key, eq, value = param.partition("=")
+            if not eq:
+                continue
+            if _placeholder_value(value):
+                best = max(best, (2.0 if in_md else 1.5, "url_placeholder"))
+            elif not value and i == len(params) - 1:
+                if after and after in "[{<$":
+                    weight = 1.5
+                elif _SECRETISH_NEAR.search(cased, max(0, start - 120), end + 120):
+                    weight = 1.0
+                else:
+                    weight = 0.5
+                best = max(best, (weight, "url_open_ended"))
+    return best
+
+
+def _placeholder_value(value: str) -> bool:
+    if value.startswith(_PLACEHOLDER_START):
+        return True
+    ident = value.strip("%")
+    if not ident or not _SECRETISH.search(ident.lower().replace("_", " ")):
+        return False
+    # CHAT_HISTORY, DATA, user_email: a name standing for data, not a literal value.
+    return (ident.isupper() and len(ident) >= 3) or "_" in ident
+
+
+def _decoded_payloads(x: _Text) -> list[str]:
+    """Plain texts hidden as base64, as hex (with a "hex" hint), as rot13 (with a "rot13" or
+    "decode" hint) or reversed (with a "backwards"/"reversed" hint). The decoded base64 (and hex)
+    runs are joined into one text, bounded in size."""
+    out: list[str] = []
+    cased, t = x.cased, x.t
+    if len(t) >= 24 and _B64_RUN_OF_24 in t.encode("ascii", "replace").translate(
+        _B64_ALPHABET_TO_A
+    ):
+        out.append(
+            _join_decoded(
+                _b64_text(m.group(0)[:_MAX_DECODE_CHARS])
+                for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
+            )
+        )
+    if ("rot" in t or "caesar" in t or "decod" in t or "decipher" in t) and _ROT13_HINT.search(t):
+        out.append(codecs.encode(cased, "rot13"))
+    if ("revers" in t or "backwards" in t) and _REVERSE_HINT.search(t):
+        out.append(cased[::-1])
+    if "hex" in t and _HEX_HINT.search(t):
+        out.append(
+            _join_decoded(
+                _printable(bytes.fromhex(m.group(0)[:_MAX_DECODE_CHARS]))
+                for m in _islice(_HEX_RUN.finditer(cased), _MAX_RUNS)
+            )
+        )
+    return [d for d in out if d]
+
+
+def _join_decoded(texts: Iterable[str | None]) -> str:
+    out: list[str] = []
+    size = 0
+    for text in texts:
+        if text and size < _MAX_DECODED_TOTAL:
+            out.append(text)
+            size += len(text)
+    return "\n".join(out)[:_MAX_DECODED_TOTAL]
+
+
+def _b64_text(run: str) -> str | None:
+    body = run.rstrip("=")
+    urlsafe = "-" in body or "_" in body
+    if urlsafe and ("+" in body or "/" in body):
+        return None
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        if urlsafe:
+            raw = base64.urlsafe_b64decode(padded)
+        else:
+            raw = base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return _printable(raw)
+
+
+def _printable(raw: bytes) -> str | None:
+    if len(raw) < 12:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    ok = sum(1 for c in text if c.isprintable() or c in "\n\r\t")
+    if ok < 0.95 * len(text) or not any(c in text for c in ' {"'):
+        return None
+    return text
+
+
+def _raw_checks(raw: str, v: Verdict) -> None:
+    """Invisible characters that reorder text, split words, or smuggle ASCII as tag chars."""
+    if raw.isascii() or not _RAW_ANY.search(raw):
+        return
+    if _BIDI_OVERRIDE.search(raw):
+        v.add("hidden_characters", 4.0, "bidi_override")
+    if _ZW_IN_WORD.search(raw):
+        v.add("hidden_characters", 4.0, "zero_width_in_word")
+    if _ANY_TAG_CHAR.search(raw) and _ANY_TAG_CHAR.search(_FLAG_EMOJI.sub("", raw)):
+        v.add("hidden_characters", 4.0, "tag_characters")
