@@ -43,7 +43,7 @@ NonNegInt = Annotated[int, Field(ge=0)]
 #: A share, probability or threshold: a float within [0, 1].
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 
-M = TypeVar("M", bound=BaseModel)
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class WireModel(BaseModel):
@@ -164,8 +164,8 @@ def _found(value: Any) -> str:
 
 
 def validate_config(
-    model: type[M], path: Path, data: Any, *, error: type[CtxBudgetError] = ConfigError
-) -> M:
+    model: type[_M], path: Path, data: Any, *, error: type[CtxBudgetError] = ConfigError
+) -> _M:
     """``data`` (read from ``path``) validated as ``model``.
 
     ``error`` names the file when the document is not a mapping (saying what it is) or is
@@ -179,7 +179,9 @@ def validate_config(
         raise error(f"{path}: {describe_validation(e)}") from e
 
 
-def load_yaml_model(model: type[M], path: Path, *, error: type[CtxBudgetError] = ConfigError) -> M:
+def load_yaml_model(
+    model: type[_M], path: Path, *, error: type[CtxBudgetError] = ConfigError
+) -> _M:
     """Read one YAML file and validate it as ``model``; any problem raises ``error`` in one
     line naming the file (:func:`read_yaml`, :func:`validate_config`)."""
     return validate_config(model, path, read_yaml(path, error=error), error=error)
