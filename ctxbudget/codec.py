@@ -20,6 +20,7 @@ from ctxbudget.limits import (
     parser_depth_error,
     precheck_candidates,
 )
+from ctxbudget.models import describe_validation, safe_repr
 from ctxbudget.schemas import (
     CandidateBatch,
     ConsolidatedBatch,
@@ -146,44 +147,6 @@ def _restore(raw: bytes | str) -> bytes | str:
         return raw
 
 
-def _long_int(value: int) -> str:
-    return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
-
-
-def _safe_repr(value: Any) -> str:
-    """repr, but an int too long to print (Python refuses over 4300 digits) is described."""
-    if type(value) is int and value.bit_length() > 128:
-        return _long_int(value)
-    try:
-        return repr(value)
-    except Exception:
-        return f"<{type(value).__name__}>"
-
-
-def describe_validation(err: ValidationError, *, limit: int = 5) -> str:
-    """A validation error in one line: its first ``limit`` problems as ``field.path: message
-    (found value)``, then how many more there are."""
-    parts = []
-    for e in err.errors()[:limit]:
-        loc = ".".join(str(p) for p in e["loc"]) or "(message)"
-        found = e.get("input")
-        shown = ""
-        if not isinstance(found, dict | list):
-            text = _safe_repr(found)
-            shown = f" (found {text if len(text) <= 60 else text[:57] + '...'})"
-        msg = e["msg"]
-        if e["type"] == "value_error":  # a validator's own message: it names what it checks
-            msg = msg.removeprefix("Value error, ")
-            if not e["loc"]:
-                parts.append(msg)
-                continue
-        parts.append(f"{loc}: {msg}{shown}")
-    more = err.error_count() - limit
-    if more > 0:
-        parts.append(f"... and {more} more")
-    return "; ".join(parts)
-
-
 def decode(raw: bytes | str, model: type[M], *, limits: InputLimits | None = None) -> M:
     """Parse and validate one message; every failure is an :class:`InputError`.
 
@@ -208,7 +171,9 @@ def decode(raw: bytes | str, model: type[M], *, limits: InputLimits | None = Non
             if "recursion limit exceeded" in msg:
                 raise parser_depth_error(msg.removeprefix("Invalid JSON: "), limits) from e
             raise InputError(f"not valid JSON: {msg}") from e
-        raise InputError(f"invalid {model.__name__}: {describe_validation(e)}") from e
+        raise InputError(
+            f"invalid {model.__name__}: {describe_validation(e, root='(message)')}"
+        ) from e
     if isinstance(value, CandidateBatch):
         check_unique_keys(raw)
         check_int_ranges(value)
@@ -283,7 +248,7 @@ def _exact_unique_keys(data: bytes) -> None:
 
 
 def _int_error(path: str, value: int) -> InputError:
-    return InputError(f"{path}: integer {_safe_repr(value)} is out of range (beyond 64 bits)")
+    return InputError(f"{path}: integer {safe_repr(value)} is out of range (beyond 64 bits)")
 
 
 def _check_any_ints(value: Any, path: str) -> None:

@@ -16,18 +16,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
 from statistics import mean
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from ctxbudget.models import ReportModel
 from ctxbudget.schemas import Pack
 
 
-class ClassDiff(BaseModel):
+class ClassDiff(ReportModel):
     """Live against shadow over the pairs of one query class (or ``all``, or the noise floor):
     mean evidence tokens per lane and their difference (shadow minus live), id overlap, order
     distance, identical renderings, and the share of labelled relevant chunks each lane
     admitted (None without labels)."""
-
-    model_config = ConfigDict(frozen=True)
 
     query_class: str
     pairs: int
@@ -41,12 +40,10 @@ class ClassDiff(BaseModel):
     shadow_needed_admitted: float | None
 
 
-class Comparison(BaseModel):
+class Comparison(ReportModel):
     """The whole comparison: how many packs paired, each lane's policies, the differences
     overall and per class, drop reasons per lane, answerability shifts (``live->shadow``: count)
     and the noise floor when measured."""
-
-    model_config = ConfigDict(frozen=True)
 
     pairs: int
     unpaired_live: int
@@ -64,8 +61,8 @@ class Comparison(BaseModel):
     shadow_packs: int = 0
     #: Mean candidates dropped per pack, per reason, over every pack of the lane: comparable
     #: when the lanes hold different numbers of packs (``dropped_*`` are totals over pairs).
-    dropped_live_per_pack: dict[str, float] = {}
-    dropped_shadow_per_pack: dict[str, float] = {}
+    dropped_live_per_pack: dict[str, float] = Field(default={})
+    dropped_shadow_per_pack: dict[str, float] = Field(default={})
 
 
 def drops_per_pack(packs: Sequence[Pack]) -> dict[str, float]:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ctxbudget.conformal import (
     POOLED,
@@ -42,6 +42,7 @@ from ctxbudget.conformal import (
     bind_scorer,
     scorer_from_name,
 )
+from ctxbudget.models import ReportModel
 from ctxbudget.schemas import CandidateBatch
 from ctxbudget.tokens import CHARS_PER_TOKEN, estimate_tokens
 
@@ -60,11 +61,7 @@ METHOD_NOTES: dict[str, str] = {
 }
 
 
-class _Report(BaseModel):
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
-
-
-class EvalRow(_Report):
+class EvalRow(ReportModel):
     """One filter at one alpha on one group of queries."""
 
     alpha: float
@@ -89,7 +86,7 @@ class EvalRow(_Report):
     below_target: bool
 
 
-class EvaluationReport(_Report):
+class EvaluationReport(ReportModel):
     """``ctx.conformal_evaluation.v1``: the rows and the counts needed to read them."""
 
     schema_: Literal["ctx.conformal_evaluation.v1"] = Field(

@@ -12,25 +12,19 @@ import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from ctxbudget.errors import ConfigError
+from ctxbudget.models import ConfigModel, NonNegInt, Unit, load_yaml_model
 from ctxbudget.schemas import QUERY_CLASSES, PolicyRef, QueryClass
 
 Ordering = Literal["relevance", "edges", "document", "chronological"]
 Weight = Annotated[float, Field(ge=0.0, le=10.0)]
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
-_M = TypeVar("_M", bound=BaseModel)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-
-class Weights(_Model):
+class Weights(ConfigModel):
     """Weights of the admission utility; they need not sum to one."""
 
     relevance: Weight = 0.60
@@ -43,7 +37,7 @@ class Weights(_Model):
     link: Weight = 0.0
 
 
-class ClassPolicy(_Model):
+class ClassPolicy(ConfigModel):
     """How one query class is packed."""
 
     ceiling: Annotated[int, Field(gt=0)]
@@ -69,7 +63,7 @@ class ClassPolicy(_Model):
     excerpt_floor: Unit = 0.0
 
 
-class NearDuplicate(_Model):
+class NearDuplicate(ConfigModel):
     """Thresholds for clustering copies into one source family."""
 
     jaccard: Unit = 0.6
@@ -78,15 +72,15 @@ class NearDuplicate(_Model):
     shingle_words: Annotated[int, Field(ge=1, le=8)] = 3
 
 
-class Policy(_Model):
+class Policy(ConfigModel):
     """A versioned packing policy: budget line items and one rule set per query class."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
     version: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
     description: str = ""
-    safety_margin: Annotated[int, Field(ge=0)] = 64
-    conversation_cap: Annotated[int, Field(ge=0)] = 1500
-    answer_reserves: dict[str, Annotated[int, Field(ge=0)]]
+    safety_margin: NonNegInt = 64
+    conversation_cap: NonNegInt = 1500
+    answer_reserves: dict[str, NonNegInt]
     independent_authority: Unit = 0.9
     default_authority: Unit = 0.5
     source_authority: dict[str, Unit] = Field(default_factory=dict)
@@ -132,7 +126,7 @@ class Policy(_Model):
         return self.default_authority if given is None else given
 
 
-class RoutingRule(_Model):
+class RoutingRule(ConfigModel):
     """One classification rule: the class it assigns, its priority (the highest-priority match
     wins) and its patterns, regular expressions searched case-insensitively in the query text."""
 
@@ -156,7 +150,7 @@ class RoutingRule(_Model):
         return re.compile("|".join(f"(?:{p})" for p in self.patterns), re.IGNORECASE)
 
 
-class RoutingRules(_Model):
+class RoutingRules(ConfigModel):
     """A routing file: the classification rules, and the patterns of questions about
     history (earlier versions)."""
 
@@ -174,56 +168,15 @@ class RoutingRules(_Model):
 # ---------------------------------------------------------------- loading
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _format_validation(path: Path, err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        found = e.get("input")
-        shown = "" if isinstance(found, Mapping | list) else f" (found {_short(found)})"
-        lines.append(f"{path}: {loc}: {e['msg']}{shown}")
-    return "\n".join(lines)
-
-
-def read_yaml(path: Path) -> Any:
-    """Read one YAML file with ``safe_load``; errors name the file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from e
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
-
-
-def validate_config(model: type[_M], path: Path, data: Any) -> _M:
-    """``data`` (read from ``path``) validated as ``model``; a :class:`ConfigError`
-    naming the file when it is not a mapping or is invalid (each problem with its
-    key path and what was found)."""
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path}: expected a mapping at the top level, found {type(data).__name__}"
-        )
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(_format_validation(path, e)) from e
-
-
 def load_policy(path: Path) -> Policy:
     """Read and validate one packing policy file; any problem is a
     :class:`ConfigError` naming it."""
-    return validate_config(Policy, path, read_yaml(path))
+    return load_yaml_model(Policy, path)
 
 
 def load_routing(path: Path) -> RoutingRules:
     """Read and validate one routing file; any problem is a :class:`ConfigError` naming it."""
-    return validate_config(RoutingRules, path, read_yaml(path))
+    return load_yaml_model(RoutingRules, path)
 
 
 class PolicyStore:

@@ -20,8 +20,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ctxbudget.errors import ConfigError
-from ctxbudget.policy import read_yaml, validate_config
-from ctxbudget.schemas import CandidateBatch, Lane, WireModel
+from ctxbudget.models import NonNegInt, WireModel, read_yaml, validate_config
+from ctxbudget.schemas import CandidateBatch, Lane
 
 CohortKey = Literal["tenant", "user", "request"]
 _REF = r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+$"
@@ -38,7 +38,7 @@ class ControlState(WireModel):
     shadow: bool = False
     killed: bool = False
     #: Increases by one with every change; workers keep the highest they have seen.
-    version: Annotated[int, Field(ge=0)] = 0
+    version: NonNegInt = 0
     updated_at: str | None = None
     updated_by: str | None = None
     note: str | None = None

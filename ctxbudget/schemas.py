@@ -11,7 +11,11 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from ctxbudget.models import NonNegInt as NonNegInt
+from ctxbudget.models import Unit as Unit
+from ctxbudget.models import WireModel as WireModel
 
 QueryClass = Literal["point_lookup", "how_to", "comparison", "aggregation", "troubleshooting"]
 QUERY_CLASSES: tuple[QueryClass, ...] = (
@@ -39,16 +43,6 @@ DropReason = Literal[
     "item_cap",
     "budget",
 ]
-
-NonNegInt = Annotated[int, Field(ge=0)]
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
-
-
-class WireModel(BaseModel):
-    """Base of every wire model: frozen, strict, unknown fields ignored."""
-
-    model_config = ConfigDict(frozen=True, strict=True, extra="ignore", populate_by_name=True)
-
 
 # ---------------------------------------------------------------- candidate batch
 

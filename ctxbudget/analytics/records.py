@@ -19,7 +19,8 @@ import orjson
 from pydantic import ValidationError
 
 from ctxbudget.analytics.tables import BUDGET_ITEMS
-from ctxbudget.codec import describe_validation
+from ctxbudget.errors import InputError
+from ctxbudget.models import describe_validation
 from ctxbudget.rollout import ControlApplied, ControlEvent
 from ctxbudget.schemas import BudgetLedger, Pack, TraceEvent
 
@@ -116,7 +117,7 @@ class Rows:
         )
 
 
-class RecordError(ValueError):
+class RecordError(InputError, ValueError):
     """A record the sink cannot store as a row; it becomes a reject."""
 
     def __init__(self, kind: RejectKind, message: str) -> None:
@@ -146,7 +147,8 @@ def parse(raw: bytes | None) -> tuple[RecordKind, Model]:
     try:
         return kind, model.model_validate_json(raw)
     except ValidationError as e:
-        raise RecordError("invalid", f"invalid {model.__name__}: {describe_validation(e)}") from e
+        problems = describe_validation(e, root="(message)")
+        raise RecordError("invalid", f"invalid {model.__name__}: {problems}") from e
 
 
 def _budget(ledger: BudgetLedger | None) -> Row:

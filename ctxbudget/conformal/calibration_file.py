@@ -8,29 +8,19 @@ from datetime import date
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ctxbudget.conformal._common import CALIBRATION_SCHEMA, QUANTILE_RULE, CalibrationError
 from ctxbudget.conformal.quantile import ThresholdResult, alpha_key
+from ctxbudget.models import NonNegInt, WireModel, describe_validation
 
 # ---------------------------------------------------------------- the calibration file
 
-
-class _FileModel(BaseModel):
-    model_config = ConfigDict(frozen=True, strict=True, extra="ignore", populate_by_name=True)
-
-
-NonNeg = Annotated[int, Field(ge=0)]
+#: A count in the file: an integer >= 0.
+NonNeg = NonNegInt
 
 
-class ThresholdEntry(_FileModel):
+class ThresholdEntry(WireModel):
     """One threshold; ``threshold`` is null (JSON has no infinity) exactly when not finite."""
 
     threshold: float | None
@@ -64,7 +54,7 @@ class ClassThresholdEntry(ThresholdEntry):
     n_class: NonNeg = 0
 
 
-class ClassInfo(_FileModel):
+class ClassInfo(WireModel):
     """How one query class was calibrated: its queries and relevant passages, the bin its
     thresholds come from (the class itself, or ``pooled``) and, when pooled, why."""
 
@@ -74,7 +64,7 @@ class ClassInfo(_FileModel):
     reason: str | None = None
 
 
-class Baselines(_FileModel):
+class Baselines(WireModel):
     """Heuristic filters tuned on the same calibration split, for the evaluation's comparison."""
 
     top_k: dict[str, Annotated[int, Field(ge=1)]]
@@ -88,7 +78,7 @@ class Baselines(_FileModel):
     )
 
 
-class CalibrationFile(_FileModel):
+class CalibrationFile(WireModel):
     """``ctx.calibration.v1``: conformal thresholds for one scorer, per alpha, pooled and
     optionally per query class, with the counts needed to judge them."""
 
@@ -154,15 +144,6 @@ class CalibrationFile(_FileModel):
         )
 
 
-def _describe_validation(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors()[:5]:
-        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
-        parts.append(f"{loc}: {e['msg']}")
-    more = err.error_count() - len(parts)
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-
-
 def load_calibration(path: str | os.PathLike[str]) -> CalibrationFile:
     """Read and validate a calibration file; any problem is a CalibrationError naming the path."""
     p = Path(path)
@@ -180,7 +161,7 @@ def load_calibration(path: str | os.PathLike[str]) -> CalibrationFile:
         return CalibrationFile.model_validate_json(raw)
     except ValidationError as e:
         raise CalibrationError(
-            f"{p}: invalid calibration file ({CALIBRATION_SCHEMA}): {_describe_validation(e)}"
+            f"{p}: invalid calibration file ({CALIBRATION_SCHEMA}): {describe_validation(e)}"
         ) from e
 
 

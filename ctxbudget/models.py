@@ -1,0 +1,187 @@
+"""The model kernel: the base models, the shared field types, reading YAML config files, and
+describing a pydantic validation error in one line.
+
+Three bases, one per kind of data; every model of ctxbudget derives from one of them:
+
+* :class:`WireModel`, a versioned document one program writes and another reads (the wire
+  messages, the control state, the calibration file): frozen, strict (a string is never
+  coerced into a number, nor the reverse), unknown fields ignored so that a writer may add
+  fields without breaking a reader, fields settable by name or alias (``schema``);
+* :class:`ConfigModel`, a file people write (policies, routing rules): frozen, strict, and an
+  unknown key is an error, so a misspelt key is refused rather than silently ignored;
+* :class:`ReportModel`, a result computed in process and printed (evaluations, comparisons):
+  frozen, values converted as pydantic does by default, unknown fields ignored.
+
+A file that cannot be read or parsed, or that does not validate, is an error naming the file
+(and, for YAML syntax, the line and column) in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ctxbudget.errors import ConfigError, CtxBudgetError
+
+__all__ = [
+    "ConfigModel",
+    "NonNegInt",
+    "ReportModel",
+    "Unit",
+    "WireModel",
+    "describe_validation",
+    "load_yaml_model",
+    "read_yaml",
+    "validate_config",
+]
+
+#: A count or offset: an integer >= 0.
+NonNegInt = Annotated[int, Field(ge=0)]
+#: A share, probability or threshold: a float within [0, 1].
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class WireModel(BaseModel):
+    """Base of every versioned document: frozen, strict, unknown fields ignored."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="ignore", populate_by_name=True)
+
+
+class ConfigModel(BaseModel):
+    """Base of every model of a hand-written config file: frozen, strict, unknown keys refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class ReportModel(BaseModel):
+    """Base of every computed report: frozen, lax validation, unknown fields ignored."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+
+# ---------------------------------------------------------------- validation errors
+
+
+def _long_int(value: int) -> str:
+    return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+
+
+def safe_repr(value: Any) -> str:
+    """``repr(value)``, except that an int too long to print (Python refuses over 4300
+    digits) is described, and a value whose ``repr`` fails is named by its type."""
+    if type(value) is int and value.bit_length() > 128:
+        return _long_int(value)
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+def describe_validation(err: ValidationError, *, limit: int = 5, root: str = "(top level)") -> str:
+    """A validation error in one line: its first ``limit`` problems as ``field.path: message
+    (found value)``, then how many more there are.
+
+    A problem of the whole document (no field path) is named ``root``; a validator's own
+    message (it names what it checks) is shown as it is, without a field path when it is about
+    the whole document. A found value is left out when it is a mapping or a list, and cut to
+    60 characters otherwise.
+    """
+    parts = []
+    for e in err.errors()[:limit]:
+        loc = ".".join(str(p) for p in e["loc"]) or root
+        found = e.get("input")
+        shown = ""
+        if not isinstance(found, dict | list):
+            text = safe_repr(found)
+            shown = f" (found {text if len(text) <= 60 else text[:57] + '...'})"
+        msg = e["msg"]
+        if e["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
+            if not e["loc"]:
+                parts.append(msg)
+                continue
+        parts.append(f"{loc}: {msg}{shown}")
+    more = err.error_count() - limit
+    if more > 0:
+        parts.append(f"... and {more} more")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- YAML config files
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _yaml_problem(path: Path, e: yaml.YAMLError) -> str:
+    """A YAML syntax error as ``path:line:column: not valid YAML: problem (context)``."""
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        mark = e.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}"
+        problem = e.problem or "syntax error"
+        if e.context:
+            context = e.context
+            if e.context_mark is not None and e.context_mark.line != mark.line:
+                context += f" from line {e.context_mark.line + 1}"
+            problem += f" ({context})"
+        return _one_line(f"{where}: not valid YAML: {problem}")
+    if isinstance(e, yaml.reader.ReaderError):
+        return _one_line(f"{path}: not valid YAML: {e.reason} at character {e.position}")
+    return _one_line(f"{path}: not valid YAML: {e}")
+
+
+def read_yaml(path: Path, *, error: type[CtxBudgetError] = ConfigError) -> Any:
+    """The document of one YAML file (``yaml.safe_load``; None when empty).
+
+    A file that cannot be read, is not UTF-8 or is not valid YAML raises ``error`` with a
+    one-line message naming the file (and, for a syntax error, the line and column).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start})") from e
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise error(_yaml_problem(path, e)) from e
+
+
+def _found(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    text = safe_repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def validate_config(
+    model: type[_M], path: Path, data: Any, *, error: type[CtxBudgetError] = ConfigError
+) -> _M:
+    """``data`` (read from ``path``) validated as ``model``.
+
+    ``error`` names the file when the document is not a mapping (saying what it is) or is
+    invalid (:func:`describe_validation`: each problem with its key path and what was found).
+    """
+    if not isinstance(data, dict):
+        raise error(f"{path}: expected a mapping at the top level, found {_found(data)}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise error(f"{path}: {describe_validation(e)}") from e
+
+
+def load_yaml_model(
+    model: type[_M], path: Path, *, error: type[CtxBudgetError] = ConfigError
+) -> _M:
+    """Read one YAML file and validate it as ``model``; any problem raises ``error`` in one
+    line naming the file (:func:`read_yaml`, :func:`validate_config`)."""
+    return validate_config(model, path, read_yaml(path, error=error), error=error)
