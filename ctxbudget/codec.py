@@ -176,8 +176,10 @@ def decode(raw: bytes | str, model: type[M], *, limits: InputLimits | None = Non
         ) from e
     if isinstance(value, CandidateBatch):
         check_unique_keys(raw)
-        check_int_ranges(value)
-        check_batch(value, limits)
+        data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+        if _may_hold_a_long_integer(data):
+            check_int_ranges(value)
+        check_batch(value, limits, message_bytes=len(data))
     return value
 
 
@@ -261,6 +263,16 @@ def _check_any_ints(value: Any, path: str) -> None:
             stack.extend((v, f"{where}.{i}") for i, v in enumerate(node))
         elif type(node) is int and not INT64_MIN <= node <= INT64_MAX:
             raise _int_error(where, node)
+
+
+# A 64-bit integer has at most 19 digits: a message without a run of 19 digits holds none
+# beyond (digits map to "1", everything else to " ", then one substring search).
+_DIGITS_TO_ONE = bytes(49 if 48 <= c <= 57 else 32 for c in range(256))
+_NINETEEN_DIGITS = b"1" * 19
+
+
+def _may_hold_a_long_integer(data: bytes) -> bool:
+    return _NINETEEN_DIGITS in data.translate(_DIGITS_TO_ONE)
 
 
 def check_int_ranges(batch: CandidateBatch) -> None:

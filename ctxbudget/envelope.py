@@ -62,18 +62,15 @@ _ID_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 ID_LENGTH = 3
 
 
-def evidence_id(
-    source_id: str, doc_id: str, chunk_id: str, text: str, length: int = ID_LENGTH
-) -> str:
-    """A short id from the source, the document, the representative chunk and the original
-    text (never a position): the same passage gets the same id in every pack. Three
-    characters cost about two tokens; a pack whose items would share one uses longer ids for
-    all (:func:`id_length`), and a longer id starts with the shorter one."""
+def _digest(source_id: str, doc_id: str, chunk_id: str, text: str) -> int:
     h = hashlib.blake2b(digest_size=16)
     for part in (source_id, doc_id, chunk_id, text):
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x1f")
-    value = int.from_bytes(h.digest(), "big")
+    return int.from_bytes(h.digest(), "big")
+
+
+def _spell(value: int, length: int) -> str:
     out = []
     for _ in range(length):
         value, digit = divmod(value, len(_ID_ALPHABET))
@@ -81,12 +78,34 @@ def evidence_id(
     return "".join(out)
 
 
-def id_length(keys: Sequence[tuple[str, str, str, str]]) -> int:
-    """The shortest id length (from :data:`ID_LENGTH`) at which ``keys`` get distinct ids."""
+def evidence_id(
+    source_id: str, doc_id: str, chunk_id: str, text: str, length: int = ID_LENGTH
+) -> str:
+    """A short id from the source, the document, the representative chunk and the original
+    text (never a position): the same passage gets the same id in every pack. Three
+    characters cost about two tokens; a pack whose items would share one uses longer ids for
+    all (:func:`id_length`), and a longer id starts with the shorter one."""
+    return _spell(_digest(source_id, doc_id, chunk_id, text), length)
+
+
+def _shortest_distinct(values: Sequence[int]) -> int:
+    distinct = len(set(values))
     length = ID_LENGTH
-    while length < 24 and len({evidence_id(*k, length=length) for k in keys}) < len(set(keys)):
+    while length < 24 and len({_spell(v, length) for v in values}) < distinct:
         length += 1
     return length
+
+
+def id_length(keys: Sequence[tuple[str, str, str, str]]) -> int:
+    """The shortest id length (from :data:`ID_LENGTH`) at which ``keys`` get distinct ids."""
+    return _shortest_distinct([_digest(*k) for k in keys])
+
+
+def evidence_ids(keys: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """``[evidence_id(*k, length=id_length(keys)) for k in keys]``, each key hashed once."""
+    values = [_digest(*k) for k in keys]
+    length = _shortest_distinct(values)
+    return [_spell(v, length) for v in values]
 
 
 LocationMode = Literal["always", "partial", "none"]

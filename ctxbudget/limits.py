@@ -120,16 +120,27 @@ def _utf8_len(text: str, limit: int) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def check_batch(batch: CandidateBatch, limits: InputLimits) -> None:
-    """Candidates, text sizes and metadata depth of a parsed batch (the first one over)."""
+def check_batch(
+    batch: CandidateBatch, limits: InputLimits, *, message_bytes: int | None = None
+) -> None:
+    """Candidates, text sizes and metadata depth of a parsed batch (the first one over).
+
+    ``message_bytes`` is the size of the JSON the batch was parsed from, when known: a
+    decoded JSON string is never longer in UTF-8 than its encoding, so a message within
+    ``max_text_bytes`` holds no text over it and the texts are not measured."""
     cands = batch.candidates
     if len(cands) > limits.max_candidates:
         raise _over("candidates", len(cands), limits.max_candidates, "max_candidates")
     cap = limits.max_text_bytes
+    texts_fit = message_bytes is not None and message_bytes <= cap
     size = _utf8_len(batch.query.text, cap)
     if size > cap:
         raise _over("query.text", size, cap, "max_text_bytes", " bytes")
     for i, c in enumerate(cands):
+        if texts_fit:
+            if c.metadata:
+                _check_depth(c.metadata, f"candidates.{i}.metadata", limits.max_json_depth)
+            continue
         size = _utf8_len(c.text, cap)
         if size > cap:
             raise _over(f"candidates.{i}.text", size, cap, "max_text_bytes", " bytes")

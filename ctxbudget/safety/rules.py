@@ -129,6 +129,11 @@ _EN_VERB = (
     r"no longer follow|stop obeying|do not obey|don't obey|throw out|neglect|overlook|erase|"
     r"delete|cancel|circumvent|nullify|void)"
 )
+#: A word every match of ``_EN_VERB`` contains ("set aside" -> aside, "do not follow" -> follow).
+_EN_VERB_WORDS = (
+    "ignore disregard forget override bypass skip discard abandon drop aside pay follow "
+    "following obeying obey throw neglect overlook erase delete cancel circumvent nullify void"
+)
 _EN_QUAL = (
     r"(?:all|any|every|your|previous|prior|above|earlier|preceding|former|initial|original|"
     r"system|developer|developers|operator|operator's|developer's|safety|these|foregoing|"
@@ -218,7 +223,7 @@ _RULES: tuple[_Rule, ...] = (
         rf"|[^.!?\n]{{0,12}}?\b{_EN_NOUN}\b[^.!?\n]{{0,30}}?\b(?:above|before|earlier|"
         r"previously|so far|you (?:were|have been) (?:given|told)|given to you|(?:from|of|by) "
         r"your|your (?:developer|creator|operator|maker|owner)s?))",
-        _EN_NOUN_WORDS, directive=True, clause=True,
+        _EN_NOUN_WORDS, words2=_EN_VERB_WORDS, directive=True, clause=True,
     ),
     _rule(
         "ignore_everything_before", "instruction", 2.0,
@@ -292,6 +297,8 @@ _RULES: tuple[_Rule, ...] = (
         r"above this (?:passage|message|text|line|point))",
         "prompt preprompt metaprompt message instructions configuration directives guidelines "
         "rules context above",
+        words2="reveal print output show display disclose leak repeat share recite dump expose "
+        "tell give list send write spell echo paste copy translate",
         directive=True, clause=True,
     ),
     _rule(
@@ -383,12 +390,25 @@ _RULES: tuple[_Rule, ...] = (
         "mode", directive=True,
     ),
     _rule(
+        # One idea in three rules (one group: they count once), apart so that common words
+        # ("rules", "free", "without") only open a rule beside the words its match needs.
         "unrestricted", "instruction", 1.0,
-        r"\b(?:unrestricted|unfiltered|uncensored|without (?:any )?(?:restrictions|filters?|"
-        r"filtering|limits|limitations|refus\w{0,6}|censorship|warnings)|"
-        r"not have to (?:abide by|follow) any rules|broken free|free of (?:the )?"
+        r"\b(?:unrestricted|unfiltered|uncensored)\b",
+        "unrestricted unfiltered uncensored", directive=True, group="unrestricted",
+    ),
+    _rule(
+        "unrestricted_free", "instruction", 1.0,
+        r"\b(?:not have to (?:abide by|follow) any rules|broken free|free of (?:the )?"
         r"(?:typical )?(?:confines|rules|restrictions))\b",
-        "unrestricted unfiltered uncensored without rules broken free", directive=True,
+        "have free", words2="rules broken confines restrictions", directive=True,
+        group="unrestricted",
+    ),
+    _rule(
+        "unrestricted_without", "instruction", 1.0,
+        r"\bwithout (?:any )?(?:restrictions|filters?|filtering|limits|limitations|"
+        r"refus\w{0,6}|censorship|warnings)\b",
+        "without", directive=True, group="unrestricted",
+        requires=("restriction", "filter", "limit", "refus", "censorship", "warning"),
     ),
     _rule(
         "disable_safety", "instruction", 1.5,
@@ -865,20 +885,38 @@ _RULES: tuple[_Rule, ...] = (
         r"\b(?:respond|reply|answer)(?:ing|s)? (?:to )?(?:every|all|each|any) (?:question|"
         r"message|quer(?:y|ies)|request|prompt)s?\b",
         "question questions message messages query queries request requests prompt prompts",
+        words2="respond responds responding reply replys replying answer answers answering",
         directive=True,
     ),
     _rule(
+        # One idea in three rules (one group: they count once), so that the common nouns
+        # (answer, response, output) open a rule only beside the other words its match needs.
         "shape_every_answer", "coercion", 1.0,
         r"\b(?:start|begin|end|finish|close|open|sign|prefix|suffix)\w{0,3}[ \t]{1,2}(?:every|"
         r"each|all|your|its)[ \t]{1,2}(?:answers?|repl(?:y|ies)|responses?|summar(?:y|ies)|"
-        r"messages?|outputs?)[ \t]{1,2}with\b|\b(?:every|each|all|your|its)[ \t]{1,2}"
-        r"(?:answers?|repl(?:y|ies)|responses?|summar(?:y|ies)|outputs?)[ \t]{1,2}(?:has to|"
-        r"must|should|needs? to|shall|will)[ \t]{1,2}(?:start|begin|end|finish|close|include|"
-        r"contain|mention)\b|\b(?:make sure|ensure)[ \t]{1,2}(?:that )?(?:your|the|its)"
-        r"[ \t]{1,2}(?:summary|answer|response|reply|output)\b",
+        r"messages?|outputs?)[ \t]{1,2}with\b",
         "answer answers reply replies response responses summary summaries message messages "
         "output outputs",
-        directive=True,
+        words2="every each all your its", requires=("with",), directive=True,
+        group="shape_every_answer",
+    ),
+    _rule(
+        "every_answer_must", "coercion", 1.0,
+        r"\b(?:every|each|all|your|its)[ \t]{1,2}"
+        r"(?:answers?|repl(?:y|ies)|responses?|summar(?:y|ies)|outputs?)[ \t]{1,2}(?:has to|"
+        r"must|should|needs? to|shall|will)[ \t]{1,2}(?:start|begin|end|finish|close|include|"
+        r"contain|mention)\b",
+        "answer answers reply replies response responses summary summaries output outputs",
+        words2="every each all your its",
+        requires=("has to", "must", "should", "need", "shall", "will"),
+        directive=True, group="shape_every_answer",
+    ),
+    _rule(
+        "ensure_the_answer", "coercion", 1.0,
+        r"\b(?:make sure|ensure)[ \t]{1,2}(?:that )?(?:your|the|its)"
+        r"[ \t]{1,2}(?:summary|answer|response|reply|output)\b",
+        "sure ensure", words2="summary answer response reply output",
+        directive=True, group="shape_every_answer",
     ),
     _rule(
         "when_user_asks_say", "coercion", 1.0,

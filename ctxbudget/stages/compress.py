@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ctxbudget.envelope import (
     CLOSE_SET,
     SetDefaults,
-    evidence_id,
-    id_length,
+    evidence_ids,
     join_rendered,
     open_set,
     render_item,
@@ -67,10 +67,11 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class _Look:
-    """How one pack's items are rendered: the set's shared attributes and the id length."""
+    """How one pack's items are rendered: the set's shared attributes and the items' ids."""
 
     defaults: SetDefaults
-    id_length: int
+    #: The evidence id of each item, by (source_id, doc_id, item_id, text).
+    ids: Mapping[tuple[str, str, str, str], str]
     #: Passages withheld by the safety gate, for the block's notice (0: no notice).
     withheld: int = 0
     #: Chunk ids the gate flagged but the policy renders as low-trust evidence.
@@ -132,14 +133,13 @@ class PackFinisher:
             if f.reason == "quarantined"
         )
         flagged = {routed.batch.candidates[i].chunk_id for i in routed.flagged}
+        keys = [(it.source_id, it.doc_id, it.item_id, it.text) for it in cb.items]
         look = _Look(
             defaults=SetDefaults.common([(it.source_id, it.version) for it in cb.items]),
             withheld=len(withheld) if self.policy.withheld_notice else 0,
             flagged=frozenset(flagged),
             links=subject_links(cb.items),
-            id_length=id_length(
-                [(it.source_id, it.doc_id, it.item_id, it.text) for it in cb.items]
-            ),
+            ids=dict(zip(keys, evidence_ids(keys), strict=True)),
         )
         dropped: list[CandidateFate] = []
         details: dict[str, Any] = {"recounts": 0, "compressed": [], "topped_up": []}
@@ -232,9 +232,7 @@ class PackFinisher:
                 return None
             text, spans, compressed = result.text, result.spans, True
         return EvidenceItem(
-            evidence_id=evidence_id(
-                item.source_id, item.doc_id, item.item_id, item.text, look.id_length
-            ),
+            evidence_id=look.ids[(item.source_id, item.doc_id, item.item_id, item.text)],
             chunk_ids=item.chunk_ids,
             doc_id=item.doc_id,
             source_id=item.source_id,
