@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ctxbudget.schemas import EvidenceSpan, Piece
-from ctxbudget.text import content_terms, sentences, terms_of, words
+from ctxbudget.text import content_terms, sentences, terms_of, word_skeleton, words
 
 GAP = " … "
 
@@ -82,7 +82,9 @@ def _protected(sentence: str, ws: Sequence[str]) -> bool:
     """The sentence holds a negation, condition, number, date or unit."""
     if _DIGIT_OR_SIGN.search(sentence) is not None or not _PROTECTED_WORDS.isdisjoint(ws):
         return True
-    if any(w[:3] in _MONTHS and w.isalpha() and w.isascii() for w in ws):
+    if not _MONTHS.isdisjoint({w[:3] for w in ws}) and any(
+        w[:3] in _MONTHS and w.isalpha() and w.isascii() for w in ws
+    ):
         return True
     padded = " " + " ".join(ws) + " "
     if any(p in padded for p in _PROTECTED_PHRASES):
@@ -164,7 +166,11 @@ class SentenceAnalysis:
 def analyse(text: str) -> SentenceAnalysis:
     """The :class:`SentenceAnalysis` of ``text``."""
     bounds = tuple(sentences(text))
-    sentence_words = [words(text[s:e]) for s, e in bounds]
+    flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
+    if flat is not None:
+        sentence_words = [flat[s:e].split() for s, e in bounds]
+    else:
+        sentence_words = [words(text[s:e]) for s, e in bounds]
     return SentenceAnalysis(
         bounds=bounds,
         stems=tuple(frozenset(map(stem, terms_of(ws))) for ws in sentence_words),

@@ -163,6 +163,15 @@ def words(text: str) -> list[str]:
     return _WORD.findall(lowered)
 
 
+def word_skeleton(text: str) -> str | None:
+    """For ASCII text, the text lower-cased with every character but letters and digits made
+    a space: the same length, so ``words(text[s:e]) == word_skeleton(text)[s:e].split()``
+    for any offsets. None for other text."""
+    if not text.isascii():
+        return None
+    return text.lower().encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii")
+
+
 #: Stopwords and the one-letter ASCII words: what is never a term in ASCII text.
 _NOT_TERMS = STOPWORDS | frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 

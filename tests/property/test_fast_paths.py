@@ -176,3 +176,18 @@ def test_escapes_match_one_substitution_pass(text: str) -> None:
     attr_map = {**text_map, '"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
     assert escape_text(text) == re.sub("[&<>]", lambda m: text_map[m.group(0)], text)
     assert escape_attr(text) == re.sub('[&<>"\n\r\t]', lambda m: attr_map[m.group(0)], text)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)), st.integers(0, 60), st.integers(0, 60))
+def test_the_word_skeleton_gives_the_words_of_any_slice(text: str, a: int, b: int) -> None:
+    """Sentence analysis splits one skeleton of an ASCII text instead of every sentence: any
+    slice of the skeleton holds exactly the words of that slice of the text."""
+    from ctxbudget.extractive import analyse
+    from ctxbudget.text import word_skeleton, words
+
+    flat = word_skeleton(text)
+    assert flat is not None and len(flat) == len(text)
+    lo, hi = sorted((min(a, len(text)), min(b, len(text))))
+    assert flat[lo:hi].split() == words(text[lo:hi])
+    found = analyse(text)
+    assert [p.split() for p in found.padded] == [words(text[s:e]) for s, e in found.bounds]
