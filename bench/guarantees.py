@@ -1546,7 +1546,8 @@ class _Topology:
 
     def __init__(self, logdir: Path, env_extra: dict[str, str]) -> None:
         from workers.broker import EmbeddedBroker
-        from workers.topics import apply_topics, load_topic_specs
+        from workers.topic_admin import apply_topics
+        from workers.topics import load_topic_specs
 
         self.logdir = logdir
         self.broker = EmbeddedBroker().start()

@@ -162,7 +162,8 @@ class Cluster:
 
     def start(self, logdir: Path) -> None:
         from workers.broker import EmbeddedBroker
-        from workers.topics import apply_topics, load_topic_specs
+        from workers.topic_admin import apply_topics
+        from workers.topics import load_topic_specs
 
         self.broker = EmbeddedBroker().start()
         apply_topics(self.broker.bootstrap, load_topic_specs(REPO / "topics"))

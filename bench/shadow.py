@@ -87,7 +87,8 @@ def _phase(
 
 def main(argv: list[str] | None = None) -> int:
     from workers.broker import EmbeddedBroker
-    from workers.topics import apply_topics, load_topic_specs
+    from workers.topic_admin import apply_topics
+    from workers.topics import load_topic_specs
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rate", type=float, default=50.0)

@@ -15,14 +15,8 @@ import click
 from ctxbudget.cli.common import UsageFailure, policies_dir, worker_settings
 from ctxbudget.resources import shipped
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
-from workers.topics import (
-    DEFAULT_TOPICS_DIR,
-    TopicError,
-    TopicSpec,
-    apply_topics,
-    load_topic_specs,
-    verify_topics,
-)
+from workers.topic_admin import apply_topics, verify_topics
+from workers.topics import DEFAULT_TOPICS_DIR, TopicError, TopicSpec, load_topic_specs
 
 ALL_STAGES = ("route", "consolidate", "select", "compress")
 
