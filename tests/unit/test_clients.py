@@ -232,8 +232,8 @@ def test_ctxbudget_control(secured: Path, recorder: Recorder) -> None:
 
 
 def test_control_writer(secured: Path, recorder: Recorder) -> None:
+    from ctxbudget.kafka.control import write_state
     from ctxbudget.rollout import ControlState
-    from workers.control import write_state
 
     with pytest.raises(KafkaTimeoutError):
         write_state(
