@@ -4,7 +4,8 @@
   servers and the security settings of :class:`~workers.settings.WorkerSettings`); inside
   :func:`reaching`, a broker that cannot be reached is a :class:`BrokerUnreachableError`.
 - :func:`read_topic` reads every partition of a topic from the start (or an offset) until it
-  goes quiet: ``ctxbudget replay --from-topic``, ``compare`` and the control state read.
+  goes quiet: ``ctxbudget replay --from-topic``, ``compare`` and the control state read;
+  :func:`assign_all` positions a group-less consumer on every partition of some topics.
 - :func:`follow` yields what a subscribed consumer brings until it stays quiet (the demo).
 - :class:`KafkaSource` reads every partition of some topics from positions kept elsewhere
   (the audit sink keeps them in its database).
@@ -35,6 +36,7 @@ __all__ = [
     "TopicNotFoundError",
     "TopicRecord",
     "TopicWriter",
+    "assign_all",
     "client",
     "consumer_config",
     "follow",
@@ -152,6 +154,24 @@ def _partitions(consumer: Any, topic: str) -> list[Any]:
     return [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
 
 
+def assign_all(
+    consumer: Any, topics: Sequence[str], *, from_offset: int | None = None
+) -> list[Any]:
+    """Assign ``consumer`` (no group) every partition of ``topics`` and seek each to
+    ``from_offset``, else to the beginning; return the partitions, in topic and partition
+    order (none for topics that do not exist)."""
+    tps = [tp for topic in topics for tp in _partitions(consumer, topic)]
+    if not tps:
+        return []
+    consumer.assign(tps)
+    for tp in tps:
+        if from_offset is not None:
+            consumer.seek(tp, from_offset)
+        else:
+            consumer.seek_to_beginning(tp)
+    return tps
+
+
 def read_topic(
     consumer: Any,
     topic: str,
@@ -173,15 +193,8 @@ def read_topic(
     does not exist is a :class:`TopicNotFoundError`.
     """
     try:
-        tps = _partitions(consumer, topic)
-        if not tps:
+        if not assign_all(consumer, [topic], from_offset=from_offset):
             raise TopicNotFoundError(f"topic {topic} does not exist")
-        consumer.assign(tps)
-        for tp in tps:
-            if from_offset is not None:
-                consumer.seek(tp, from_offset)
-            else:
-                consumer.seek_to_beginning(tp)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while deadline is None or time.monotonic() < deadline:
             batches = consumer.poll(timeout_ms=idle_ms)
