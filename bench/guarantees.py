@@ -1483,11 +1483,14 @@ class _Collector(threading.Thread):
 
     def __init__(self, bootstrap: str, packs: str, deadletter: str) -> None:
         super().__init__(daemon=True, name="guarantees-collector")
-        from kafka import KafkaConsumer, TopicPartition
+        from ctxbudget.kafka import io
 
         self.packs_topic, self.dead_topic = packs, deadletter
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
+        self.consumer = io.client(
+            "consumer",
+            None,
+            brokers=bootstrap,
+            client_id="ctxbudget-bench",
             group_id=None,
             enable_auto_commit=False,
             fetch_max_wait_ms=50,
@@ -1495,13 +1498,7 @@ class _Collector(threading.Thread):
             fetch_max_bytes=64 * 1024 * 1024,
             consumer_timeout_ms=1000,
         )
-        parts = [
-            TopicPartition(topic, p)
-            for topic in (packs, deadletter)
-            for p in sorted(self.consumer.partitions_for_topic(topic) or ())
-        ]
-        self.consumer.assign(parts)
-        self.consumer.seek_to_beginning(*parts)
+        io.assign_all(self.consumer, (packs, deadletter))
         self.packs: dict[str, list[bytes]] = {}
         self.first_at: dict[str, float] = {}
         self.dead: list[dict[str, Any]] = []
@@ -1546,7 +1543,8 @@ class _Topology:
 
     def __init__(self, logdir: Path, env_extra: dict[str, str]) -> None:
         from workers.broker import EmbeddedBroker
-        from workers.topics import apply_topics, load_topic_specs
+        from workers.topic_admin import apply_topics
+        from workers.topics import load_topic_specs
 
         self.logdir = logdir
         self.broker = EmbeddedBroker().start()
@@ -1681,12 +1679,13 @@ def _traffic(batches: int, seed: int) -> tuple[list[_Record], dict[str, bytes]]:
 
 
 def _warm_up(topo: _Topology, collector: _Collector, timeout_s: float) -> float:
-    from kafka import KafkaProducer
-
     from bench.traffic import synthetic
+    from ctxbudget.kafka import io
 
     t0 = time.monotonic()
-    producer = KafkaProducer(bootstrap_servers=topo.broker.bootstrap, acks="all")
+    producer = io.client(
+        "producer", None, brokers=topo.broker.bootstrap, client_id="ctxbudget-bench", acks="all"
+    )
     keys = set()
     for i, g in enumerate(synthetic(6, seed=987654)):
         rid = f"warmup-{i}"
@@ -1817,7 +1816,7 @@ def run_kill(
     skip: Sequence[str] = (),
     env_extra: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    from kafka import KafkaProducer
+    from ctxbudget.kafka import io
 
     rng = random.Random(f"guarantees-kill|{seed}")
     records, expected = _traffic(batches, seed)
@@ -1853,8 +1852,11 @@ def run_kill(
             collector = _Collector(topo.broker.bootstrap, "ctx.packs.v1", "ctx.deadletter.v1")
             collector.start()
             report["warmup_s"] = round(_warm_up(topo, collector, 120.0), 1)
-            producer = KafkaProducer(
-                bootstrap_servers=topo.broker.bootstrap,
+            producer = io.client(
+                "producer",
+                None,
+                brokers=topo.broker.bootstrap,
+                client_id="ctxbudget-bench",
                 acks="all",
                 linger_ms=5,
                 max_request_size=32 * 1024 * 1024,

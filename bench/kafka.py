@@ -85,22 +85,20 @@ class PackCollector(threading.Thread):
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True, name="pack-collector")
-        from kafka import KafkaConsumer, TopicPartition
+        from ctxbudget.kafka import io
 
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
+        self.consumer = io.client(
+            "consumer",
+            None,
+            brokers=bootstrap,
+            client_id="ctxbudget-bench",
             group_id=None,
             enable_auto_commit=False,
             fetch_max_wait_ms=20,
             max_partition_fetch_bytes=16 * 1024 * 1024,
             consumer_timeout_ms=1000,
         )
-        parts = []
-        for topic in (PACKS, DEADLETTER):
-            for p in sorted(self.consumer.partitions_for_topic(topic) or ()):
-                parts.append(TopicPartition(topic, p))
-        self.consumer.assign(parts)
-        self.consumer.seek_to_beginning(*parts)
+        io.assign_all(self.consumer, (PACKS, DEADLETTER))
         self.received: dict[str, float] = {}
         self.dead_letters = 0
         self.lock = threading.Lock()
@@ -162,7 +160,8 @@ class Cluster:
 
     def start(self, logdir: Path) -> None:
         from workers.broker import EmbeddedBroker
-        from workers.topics import apply_topics, load_topic_specs
+        from workers.topic_admin import apply_topics
+        from workers.topics import load_topic_specs
 
         self.broker = EmbeddedBroker().start()
         apply_topics(self.broker.bootstrap, load_topic_specs(REPO / "topics"))

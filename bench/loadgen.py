@@ -61,12 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--start-at", type=float, default=0.0, help="monotonic time to start at")
     args = p.parse_args(argv)
 
-    from kafka import KafkaProducer
+    from ctxbudget.kafka import io
 
     lines = [x for x in args.file.read_bytes().splitlines() if x.strip()]
     tpl = templates(lines)
-    producer = KafkaProducer(
-        bootstrap_servers=args.bootstrap,
+    producer = io.client(
+        "producer",
+        None,
+        brokers=args.bootstrap,
+        client_id="ctxbudget-loadgen",
         acks=1,
         linger_ms=1,
         max_request_size=8 * 1024 * 1024,

@@ -32,15 +32,18 @@ def _pct(values: list[float], q: float) -> float:
 def _phase(
     bootstrap: str, env: dict[str, str], items: list[tuple[str, bytes]], rate: float, tag: str
 ) -> tuple[list[float], int]:
-    from kafka import KafkaConsumer, KafkaProducer
+    from ctxbudget.kafka import io
 
     sent: dict[str, float] = {}
     lat: list[float] = []
     shadow_seen = 0
-    consumer = KafkaConsumer(
+    consumer = io.client(
+        "consumer",
+        None,
         "ctx.packs.v1",
         "ctx.shadow.v1",
-        bootstrap_servers=bootstrap,
+        brokers=bootstrap,
+        client_id="ctxbudget-bench",
         group_id=None,
         auto_offset_reset="latest",
         consumer_timeout_ms=500,
@@ -63,7 +66,9 @@ def _phase(
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
+    producer = io.client(
+        "producer", None, brokers=bootstrap, client_id="ctxbudget-bench", linger_ms=0, acks=1
+    )
     t0 = time.perf_counter()
     for i, (rid, raw) in enumerate(items):
         target = t0 + i / rate
@@ -87,7 +92,8 @@ def _phase(
 
 def main(argv: list[str] | None = None) -> int:
     from workers.broker import EmbeddedBroker
-    from workers.topics import apply_topics, load_topic_specs
+    from workers.topic_admin import apply_topics
+    from workers.topics import load_topic_specs
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rate", type=float, default=50.0)

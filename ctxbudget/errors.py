@@ -35,3 +35,16 @@ class LimitError(InputError):
 
 class KafkaEdgeError(CtxBudgetError):
     """Kafka, the broker or the topics are not as the command needs them (the edge's root)."""
+
+
+def one_line(e: BaseException, limit: int = 500) -> str:
+    """An error as one bounded line; the type is named unless it is one of ours."""
+    try:
+        text = str(e)
+    except Exception:
+        text = ""
+    name = type(e).__name__
+    if not isinstance(e, CtxBudgetError) and not text.startswith(name):
+        text = f"{name}: {text}" if text else name
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

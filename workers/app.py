@@ -56,32 +56,12 @@ from workers.logs import bind_request
 from workers.logs import configure as configure_logs
 from workers.observability import Observability, PackFacts
 from workers.settings import WorkerSettings
+from workers.transport import FetchWaitApp
 
 #: Stages whose lanes depend on the control state.
 CONTROLLED = ("route", "fused", "shadow")
 #: Exit status of a worker that does not start because a topic it uses is missing (EX_CONFIG).
 EXIT_TOPICS_MISSING = 78
-
-
-def limit_fetch_wait(ms: int) -> None:
-    """Cap the consumer's fetch wait (faust hard-codes 1500 ms for aiokafka).
-
-    A broker may hold a fetch until the wait runs out even when records arrive (the embedded
-    broker does: a record then waits up to the full wait before a worker sees it), so the
-    wait bounds the added latency of every hop. Applied once per process, to every consumer
-    faust creates.
-    """
-    import aiokafka
-
-    cls: Any = aiokafka.AIOKafkaConsumer
-    original = getattr(cls, "_ctxbudget_init", None) or cls.__init__
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs["fetch_max_wait_ms"] = ms
-        original(self, *args, **kwargs)
-
-    cls._ctxbudget_init = original
-    cls.__init__ = init
 
 
 def initial_state(settings: WorkerSettings, policies: Path) -> ControlState:
@@ -190,9 +170,10 @@ class WorkerApp:
         self._datadir = str(folder)
         if abandoned:
             log.info("removed scratch folders of stopped workers", folders=len(abandoned))
-        limit_fetch_wait(settings.fetch_max_wait_ms)
-        self.app = faust.App(
+        # every consumer faust creates waits at most fetch_max_wait_ms for a fetch
+        self.app = FetchWaitApp(
             f"{settings.group_prefix}-{name}",
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
             broker=[f"kafka://{b}" for b in settings.bootstrap()],
             broker_credentials=_credentials(settings),
             value_serializer="raw",

@@ -8,6 +8,9 @@ application is logged with its lag and reported to the audit topic.
 
 If the topic cannot be read at start, the worker runs the baseline policy only and says so
 loudly; it keeps trying in the background and applies the state once it can read it.
+
+Reading the state once and writing a change (``ctxbudget control``) is
+:mod:`ctxbudget.kafka.control`, which starts from :func:`starting_state` too.
 """
 
 from __future__ import annotations
@@ -197,82 +200,3 @@ class ControlFollower(threading.Thread):
             )
             if self.on_apply is not None:
                 self.on_apply(state, lag_ms)
-
-
-def read_state(
-    bootstrap: list[str],
-    topic: str,
-    default: ControlState,
-    *,
-    idle_ms: int = 500,
-    timeout_s: float = 15.0,
-    settings: WorkerSettings | None = None,
-) -> ControlState:
-    """The newest state on the control topic (read from the start until it goes quiet).
-
-    The memory broker's end offsets are not reliable, so the end is where a poll of
-    ``idle_ms`` brings nothing new. No record yet: ``default``.
-    """
-    from kafka import TopicPartition
-
-    consumer = clients.consumer(
-        settings,
-        brokers=bootstrap,
-        client_id="ctxbudget-control",
-        group_id=None,
-        enable_auto_commit=False,
-        request_timeout_ms=10000,
-    )
-    state = default
-    try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise RuntimeError(
-                f"control topic {topic} does not exist (run `ctxbudget topics apply`)"
-            )
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            batches = consumer.poll(timeout_ms=idle_ms)
-            records = [r for recs in batches.values() for r in recs]
-            if not records:
-                break
-            for r in records:
-                if r.key != ROLLOUT_KEY or r.value is None:
-                    continue
-                try:
-                    candidate = ControlState.model_validate_json(r.value)
-                except ValidationError:
-                    continue
-                if candidate.version >= state.version:
-                    state = candidate
-    finally:
-        consumer.close()
-    return state
-
-
-def write_state(
-    bootstrap: list[str],
-    *,
-    control_topic: str,
-    audit_topic: str,
-    action: str,
-    before: ControlState | None,
-    after: ControlState,
-    settings: WorkerSettings | None = None,
-) -> None:
-    """Write the new state (compacted topic, key "rollout") and its audit event."""
-    from ctxbudget.codec import encode
-    from ctxbudget.rollout import ControlEvent
-
-    producer = clients.producer(
-        settings, brokers=bootstrap, client_id="ctxbudget-control", acks="all"
-    )
-    try:
-        producer.send(control_topic, key=ROLLOUT_KEY, value=encode(after)).get(timeout=15)
-        event = ControlEvent(action=action, before=before, after=after)
-        producer.send(audit_topic, key=b"control", value=encode(event)).get(timeout=15)
-    finally:
-        producer.close(timeout=5)

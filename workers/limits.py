@@ -140,7 +140,8 @@ def check_topics(
     Raises :class:`TopicsMissingError` when one is missing. A broker that cannot be asked
     is a warning (the worker then starts and its clients retry as ever).
     """
-    from workers.topics import TopicAdminError, TopicSpec, verify_topics
+    from workers.topic_admin import TopicAdminError, verify_topics
+    from workers.topics import TopicSpec
 
     wanted: list[TopicSpec] = []
     for name in dict.fromkeys(names):

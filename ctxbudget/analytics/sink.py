@@ -24,7 +24,7 @@ from ctxbudget.jsonl import read_lines
 
 
 class Records(Protocol):
-    """What the Kafka loop needs from a source (``kafka_source.KafkaSource`` or a fake)."""
+    """What the Kafka loop needs from a source (``ctxbudget.kafka.io.KafkaSource`` or a fake)."""
 
     def poll(self, *, timeout_ms: int, max_records: int) -> Sequence[_Record]:
         """The next records, at most ``max_records``; empty after ``timeout_ms`` without one."""

@@ -112,24 +112,25 @@ def audit_sink_cmd(
 
 
 def _run_kafka(sink: Sink, brokers: str | None, until_idle: float | None) -> None:
-    try:
-        from kafka.errors import KafkaError
+    from ctxbudget.kafka import io
 
-        from ctxbudget.analytics.kafka_source import KafkaSource, consumer_config
-    except ModuleNotFoundError as e:
+    missing_library = io.missing_client_library()
+    if missing_library:
         raise click.ClickException(
-            f"reading Kafka needs the `kafka` extra ({e.name} is missing); "
+            f"reading Kafka needs the `kafka` extra ({missing_library} is missing); "
             "or load files with --from-file / --packs"
-        ) from e
+        )
     settings = worker_settings()
     names = settings.topics
     topics = [names.audit, names.packs, names.shadow]
-    config = consumer_config(settings, brokers or settings.brokers)
+    where = brokers or settings.brokers
+    config = io.consumer_config(settings, where)
     click.echo(f"audit-sink: {', '.join(topics)} from {config['bootstrap_servers']}", err=True)
     try:
-        source = KafkaSource(config, topics, sink.store.offsets())
-    except (KafkaError, OSError) as e:
-        raise UsageFailure(f"cannot reach {brokers or settings.brokers}: {one_line(e)}") from e
+        with io.reaching(where, doing="reach", value_errors=False):
+            source = io.KafkaSource(config, topics, sink.store.offsets())
+    except io.BrokerUnreachableError as e:
+        raise UsageFailure(str(e)) from e
     try:
         sink.run_kafka(source, until_idle=until_idle)
         missing = source.missing_topics()

@@ -12,12 +12,12 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from ctxbudget.errors import ConfigError, CtxBudgetError
+from ctxbudget.errors import ConfigError, one_line
 from ctxbudget.jsonl import count_lines, iter_lines, read_lines
 from ctxbudget.policy import PolicyStore, default_policies_dir
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka import WorkerSettings
 
 __all__ = [
     "Pacer",
@@ -44,24 +44,11 @@ def _os_reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def one_line(e: BaseException, limit: int = 500) -> str:
-    """An error as one bounded line; the type is named unless it is one of ours."""
-    try:
-        text = str(e)
-    except Exception:
-        text = ""
-    name = type(e).__name__
-    if not isinstance(e, CtxBudgetError) and not text.startswith(name):
-        text = f"{name}: {text}" if text else name
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def worker_settings() -> WorkerSettings:
     """The CTXBUDGET_* settings (brokers, topics, security); a bad value is a usage error."""
     from pydantic import ValidationError
 
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka import WorkerSettings
 
     try:
         return WorkerSettings()

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
-from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import click
@@ -13,8 +10,9 @@ import orjson
 
 from ctxbudget.cli.common import load_store, policies_dir, worker_settings
 from ctxbudget.errors import ConfigError
-from ctxbudget.rollout import ControlState, next_state
-from workers.control import read_state, starting_state, write_state
+from ctxbudget.kafka.control import ControlTopicError, change_state, current_state
+from ctxbudget.policy import PolicyStore
+from ctxbudget.rollout import ControlState
 
 _brokers = click.option(
     "--brokers",
@@ -24,22 +22,12 @@ _brokers = click.option(
 )
 
 
-def _default() -> ControlState:
-    """What the workers start from while the control topic is empty (same rule as theirs)."""
-    try:
-        return starting_state(worker_settings(), policies_dir(None))
-    except ConfigError as e:
-        raise click.ClickException(str(e)) from e
-
-
 def _current(brokers: str) -> ControlState:
-    settings = worker_settings()
+    """The state in force (what the workers start from while the control topic is empty)."""
     try:
-        return read_state(
-            brokers.split(","), settings.topics.control, _default(), settings=settings
-        )
-    except Exception as e:
-        raise click.ClickException(f"cannot read the control topic: {e}") from e
+        return current_state(worker_settings(), brokers, policies_dir(None))
+    except ControlTopicError as e:
+        raise click.ClickException(str(e)) from e
 
 
 def _show(state: ControlState) -> None:
@@ -51,28 +39,21 @@ def _show(state: ControlState) -> None:
 
 
 def _change(brokers: str, action: str, **update: Any) -> None:
-    before = _current(brokers)
-    store = load_store(None)
+    @cache
+    def store() -> PolicyStore:  # loaded after the state in force is read, once
+        return load_store(None)
+
     try:
-        after = next_state(
-            before,
+        after = change_state(
+            worker_settings(),
+            brokers,
+            action,
             update,
-            known_policy=store.get,
-            at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-            by=f"{getpass.getuser()}@{socket.gethostname()}:{os.getpid()}",
+            policies=policies_dir(None),
+            known_policy=lambda ref: store().get(ref),
         )
-    except ConfigError as e:
+    except (ControlTopicError, ConfigError) as e:
         raise click.ClickException(str(e)) from e
-    settings = worker_settings()
-    write_state(
-        brokers.split(","),
-        control_topic=settings.topics.control,
-        audit_topic=settings.topics.audit,
-        action=action,
-        before=before,
-        after=after,
-        settings=settings,
-    )
     _show(after)
 
 

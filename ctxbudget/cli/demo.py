@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from ctxbudget.codec import decode_batch, encode
+from ctxbudget.kafka import io
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 
@@ -67,18 +68,18 @@ class DemoSummary:
         ]
 
 
-def _warm_up(producer: Any, consumer: Any, raw: bytes, timeout_s: float) -> float:
+def _warm_up(writer: io.TopicWriter, consumer: Any, raw: bytes, timeout_s: float) -> float:
     """Send one batch and wait for its pack: the workers have then joined their groups."""
     t0 = time.perf_counter()
     data = orjson.loads(raw)
     rid = "demo-warmup"
-    producer.send(
+    writer.send(
         "ctx.candidates.v1", key=rid.encode(), value=orjson.dumps({**data, "request_id": rid})
     )
-    producer.flush()
+    writer.flush()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for msg in consumer:
+        for msg in io.follow(consumer):
             if msg.topic == "ctx.packs.v1" and msg.key == rid.encode():
                 return time.perf_counter() - t0
     raise TimeoutError(f"no pack for the warm-up batch within {timeout_s:.0f} s")
@@ -87,12 +88,13 @@ def _warm_up(producer: Any, consumer: Any, raw: bytes, timeout_s: float) -> floa
 def run_demo(
     bootstrap: str, traffic: DemoTraffic, *, timeout_s: float, policies: Path
 ) -> DemoSummary:
-    from workers import clients
-
+    """Feed ``traffic`` (and one poison message) to the workers on ``bootstrap``; read the
+    packs and dead letters back and compare each pack with the in-process one."""
     pipeline = Pipeline.from_store(PolicyStore.load(policies), "default@1")
     expected = {rid: encode(pipeline.run(decode_batch(raw)).pack) for rid, raw in traffic.lines}
     # the embedded broker speaks plaintext: no security settings (settings=None)
-    consumer = clients.consumer(
+    consumer = io.client(
+        "consumer",
         None,
         "ctx.packs.v1",
         "ctx.deadletter.v1",
@@ -102,19 +104,21 @@ def run_demo(
         group_id=None,
         consumer_timeout_ms=1000,
     )
-    producer = clients.producer(
-        None, brokers=bootstrap, client_id="ctxbudget-demo", linger_ms=2, acks="all"
+    writer = io.TopicWriter(
+        io.client(
+            "producer", None, brokers=bootstrap, client_id="ctxbudget-demo", linger_ms=2, acks="all"
+        )
     )
     summary = DemoSummary(produced=len(traffic.lines))
-    warmup_s = _warm_up(producer, consumer, traffic.lines[0][1], timeout_s)
+    warmup_s = _warm_up(writer, consumer, traffic.lines[0][1], timeout_s)
     summary.warmup_s = warmup_s
     sent_at: dict[str, float] = {}
     start = time.perf_counter()
-    producer.send("ctx.candidates.v1", key=b"demo-poison", value=POISON)
+    writer.send("ctx.candidates.v1", key=b"demo-poison", value=POISON)
     for rid, raw in traffic.lines:
         sent_at[rid] = time.perf_counter()
-        producer.send("ctx.candidates.v1", key=rid.encode(), value=raw)
-    producer.flush()
+        writer.send("ctx.candidates.v1", key=rid.encode(), value=raw)
+    writer.flush()
     seen: set[str] = set()
     deadline = time.monotonic() + timeout_s
 
@@ -123,7 +127,7 @@ def run_demo(
 
     elapsed = None
     while not done() and time.monotonic() < deadline:
-        for msg in consumer:
+        for msg in io.follow(consumer):
             now = time.perf_counter()
             if msg.topic == "ctx.deadletter.v1":
                 summary.dead_letters += 1
@@ -142,5 +146,5 @@ def run_demo(
     summary.elapsed_s = elapsed if elapsed is not None else time.perf_counter() - start
     summary.missing = sorted(set(expected) - seen)
     consumer.close()
-    producer.close()
+    writer.close()
     return summary

@@ -13,16 +13,20 @@ from pathlib import Path
 import click
 
 from ctxbudget.cli.common import UsageFailure, policies_dir, worker_settings
-from ctxbudget.resources import shipped
-from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
-from workers.topics import (
+from ctxbudget.kafka import (
     DEFAULT_TOPICS_DIR,
+    BrokerPortInUseError,
+    BrokerStartError,
+    EmbeddedBroker,
     TopicError,
     TopicSpec,
     apply_topics,
     load_topic_specs,
+    run_forever,
+    run_worker,
     verify_topics,
 )
+from ctxbudget.resources import shipped
 
 ALL_STAGES = ("route", "consolidate", "select", "compress")
 
@@ -129,13 +133,11 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
 
     Configuration comes from CTXBUDGET_* environment variables (see the README).
     """
-    from workers.app import WorkerApp
-
     chosen = list(ALL_STAGES) if "all" in stages else list(dict.fromkeys(stages))
     settings = worker_settings()
     if settings.policies is None:
         settings = settings.model_copy(update={"policies": policies_dir(None)})
-    WorkerApp(settings, chosen).run()
+    run_worker(settings, chosen)
 
 
 def _max_loop_lag(log_path: Path) -> float | None:

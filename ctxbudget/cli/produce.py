@@ -28,7 +28,8 @@ from ctxbudget.cli.common import (
 from ctxbudget.codec import dead_letter, decode_batch, encode
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka import WorkerSettings
+    from ctxbudget.kafka.io import TopicWriter
 
 #: Exit statuses of ``ctxbudget produce`` (as ``ctxbudget pack``'s).
 EXIT_SENT, EXIT_REFUSED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -66,50 +67,23 @@ class _Tally:
                 self.failed.append((line_no, raw, error))
 
 
-def _connect(settings: WorkerSettings, brokers: str, topic: str, timeout_s: float) -> Any:
-    """A producer, once the broker answers and the topic exists (usage errors otherwise).
+def _connect(settings: WorkerSettings, brokers: str, topic: str, timeout_s: float) -> TopicWriter:
+    """A writer, once the broker answers and the topic exists (usage errors otherwise)."""
+    from ctxbudget.kafka import io
 
-    The topic is looked up with the admin client, which never creates it (a producer's
-    metadata request would make some brokers auto-create it with the wrong partitions).
-    """
-    from kafka.errors import KafkaError
-
-    from workers import clients
-
-    timeout_ms = int(timeout_s * 1000)
     try:
-        admin = clients.admin_client(
+        return io.writer_for(
             settings,
             brokers=brokers,
-            client_id="ctxbudget-produce",
-            bootstrap_timeout_ms=timeout_ms,
-            request_timeout_ms=timeout_ms,
-        )
-    except (KafkaError, OSError, ValueError) as e:
-        raise UsageFailure(f"cannot reach the broker at {brokers}: {one_line(e)}") from e
-    try:
-        topics = set(admin.list_topics())
-    except (KafkaError, OSError) as e:
-        raise UsageFailure(f"cannot list the topics of {brokers}: {one_line(e)}") from e
-    finally:
-        admin.close()
-    if topic not in topics:
-        raise UsageFailure(
-            f"topic {topic} does not exist on {brokers}: create it with `ctxbudget topics apply`"
-        )
-    try:
-        return clients.producer(
-            settings,
-            brokers=brokers,
+            topic=topic,
+            timeout_s=timeout_s,
             client_id="ctxbudget-produce",
             acks="all",
             linger_ms=5,
             max_request_size=settings.max_message_bytes + 65536,
-            request_timeout_ms=timeout_ms,
-            max_block_ms=timeout_ms,
         )
-    except (KafkaError, OSError) as e:
-        raise UsageFailure(f"cannot reach the broker at {brokers}: {one_line(e)}") from e
+    except (io.BrokerUnreachableError, io.TopicNotFoundError) as e:
+        raise UsageFailure(str(e)) from e
 
 
 def _validate(raw: bytes, max_bytes: int) -> str:
@@ -131,17 +105,20 @@ def _refuse(
         dl.write(encode(letter) + b"\n")
 
 
-def _send(producer: Any, topic: str, line_no: int, rid: str, raw: bytes, tally: _Tally) -> None:
+def _send(
+    writer: TopicWriter, topic: str, line_no: int, rid: str, raw: bytes, tally: _Tally
+) -> None:
     """Send one record; its outcome is recorded when the broker answers."""
     with tally.lock:
         tally.pending[line_no] = raw
+
+    def done(error: BaseException | None, partition: int | None, offset: int | None) -> None:
+        tally.settle(line_no, error, None if error is not None else (rid, partition, offset))
+
     try:
-        future = producer.send(topic, key=rid.encode(), value=raw)
+        writer.send(topic, key=rid.encode(), value=raw, on_done=done)
     except Exception as e:  # refused by the client itself (size, metadata timeout)
         tally.settle(line_no, e)
-        return
-    future.add_callback(lambda m: tally.settle(line_no, None, (rid, m.partition, m.offset)))
-    future.add_errback(lambda e: tally.settle(line_no, e))
 
 
 @click.command("produce")
@@ -207,12 +184,12 @@ def produce_cmd(
     started = time.monotonic()
     try:
         with open_out(dead_path, what="--dead-letter file") as dl:
-            producer = None if dry_run else _connect(settings, brokers, topic, timeout)
+            writer = None if dry_run else _connect(settings, brokers, topic, timeout)
             try:
-                _produce_lines(src, batches, producer, topic, settings, rate, dl, tally)
+                _produce_lines(src, batches, writer, topic, settings, rate, dl, tally)
             finally:
-                if producer is not None:
-                    _finish(producer, timeout, tally)
+                if writer is not None:
+                    _finish(writer, timeout, tally)
             if dl is not None:
                 for line_no, raw, error in sorted(tally.failed, key=lambda f: f[0]):
                     letter = dead_letter(raw, error, stage="produce", source=batches, line=line_no)
@@ -234,7 +211,7 @@ def produce_cmd(
 def _produce_lines(
     src: IO[bytes],
     source: str,
-    producer: Any,
+    writer: TopicWriter | None,
     topic: str,
     settings: WorkerSettings,
     rate: float | None,
@@ -250,23 +227,19 @@ def _produce_lines(
             tally.refused += 1
             _refuse(line_no, raw, e, source, dl)
             continue
-        if producer is None:  # --dry-run
+        if writer is None:  # --dry-run
             continue
         if rate:
             pacer.wait()
-        _send(producer, topic, line_no, rid, raw, tally)
+        _send(writer, topic, line_no, rid, raw, tally)
 
 
-def _finish(producer: Any, timeout_s: float, tally: _Tally) -> None:
+def _finish(writer: TopicWriter, timeout_s: float, tally: _Tally) -> None:
     """Wait for the acknowledgements; a send still unanswered then counts as failed."""
-    from kafka.errors import KafkaTimeoutError
-
     try:
-        producer.flush(timeout=timeout_s)
-    except KafkaTimeoutError:
-        pass
+        writer.flush(timeout_s)
     finally:
-        producer.close(timeout=5)
+        writer.close(timeout_s=5)
     with tally.lock:
         late = sorted(tally.pending)
     for line_no in late:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import datetime
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import click
 import orjson
@@ -16,19 +16,19 @@ from ctxbudget.cli.common import (
     UsageFailure,
     iter_lines,
     load_store,
-    one_line,
     open_in,
     open_out,
     worker_settings,
 )
-from ctxbudget.codec import decode, decode_batch, encode
+from ctxbudget.codec import decode, decode_batch
 from ctxbudget.compare import compare, render
-from ctxbudget.errors import CtxBudgetError, InputError
+from ctxbudget.errors import ConfigError, CtxBudgetError, InputError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import CandidateBatch, Pack, ReplayInfo, TraceEvent
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka import WorkerSettings
+    from ctxbudget.kafka.io import TopicRecord, TopicWriter
 
 Record = tuple[str, bytes, float | None]  # (where, raw bytes, timestamp in seconds or None)
 
@@ -56,19 +56,6 @@ def _lines_of(src: IO[bytes], path: str) -> Iterator[Record]:
             src.close()
 
 
-def _kafka_client(kind: str, settings: WorkerSettings, brokers: str, **options: Any) -> Any:
-    """A consumer or producer from the client factory; an unreachable broker is a usage error."""
-    from kafka.errors import KafkaError
-
-    from workers import clients
-
-    build = clients.consumer if kind == "consumer" else clients.producer
-    try:
-        return build(settings, brokers=brokers, client_id=f"ctxbudget-{kind}", **options)
-    except (KafkaError, OSError, ValueError) as e:
-        raise UsageFailure(f"cannot reach the broker at {brokers}: {one_line(e)}") from e
-
-
 def _from_topic(
     brokers: str,
     topic: str,
@@ -82,50 +69,45 @@ def _from_topic(
 ) -> Iterator[Record]:
     """Read a topic from the start (or an offset) until it goes quiet, filtering by time.
 
-    Offsets apply to every partition. Times filter on the record timestamps while reading:
-    the memory broker's offset-for-time answers are not reliable, so they are never asked.
     The consumer is made at once (an unreachable broker fails here, not mid-iteration).
     """
-    consumer = _kafka_client("consumer", settings, brokers, group_id=None, enable_auto_commit=False)
-    return _records_of(consumer, topic, from_offset, to_offset, since, until, idle_ms)
-
-
-def _records_of(
-    consumer: Any,
-    topic: str,
-    from_offset: int | None,
-    to_offset: int | None,
-    since: float | None,
-    until: float | None,
-    idle_ms: int,
-) -> Iterator[Record]:
-    from kafka import TopicPartition
+    from ctxbudget.kafka import io
 
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if not parts:
-            raise click.ClickException(f"topic {topic} does not exist")
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        consumer.assign(tps)
-        for tp in tps:
-            if from_offset is not None:
-                consumer.seek(tp, from_offset)
-            else:
-                consumer.seek_to_beginning(tp)
-        while True:
-            batches = consumer.poll(timeout_ms=idle_ms)
-            if not batches:
-                return
-            for tp, recs in sorted(batches.items(), key=lambda kv: kv[0].partition):
-                for r in recs:
-                    if to_offset is not None and r.offset > to_offset:
-                        continue
-                    ts = r.timestamp / 1000
-                    if (since is not None and ts < since) or (until is not None and ts > until):
-                        continue
-                    yield f"{topic}[{tp.partition}]@{r.offset}", r.value or b"", ts
+        with io.reaching(brokers):
+            consumer = io.client(
+                "consumer",
+                settings,
+                brokers=brokers,
+                client_id="ctxbudget-consumer",
+                group_id=None,
+                enable_auto_commit=False,
+            )
+    except io.BrokerUnreachableError as e:
+        raise UsageFailure(str(e)) from e
+    records = io.read_topic(
+        consumer,
+        topic,
+        from_offset=from_offset,
+        to_offset=to_offset,
+        since=since,
+        until=until,
+        idle_ms=idle_ms,
+    )
+    return _replayable(records)
+
+
+def _replayable(records: Generator[TopicRecord, None, None]) -> Iterator[Record]:
+    from ctxbudget.kafka.io import TopicNotFoundError
+
+    try:
+        for r in records:
+            ts = r.timestamp / 1000 if r.timestamp is not None else None
+            yield r.where, r.value or b"", ts
+    except TopicNotFoundError as e:
+        raise click.ClickException(str(e)) from e
     finally:
-        consumer.close()
+        records.close()  # and the consumer, when the reading stops early
 
 
 @click.command("replay")
@@ -244,45 +226,55 @@ class _Sink:
         *,
         settings: WorkerSettings,
     ) -> None:
-        self.topics = settings.topics
-        if self.topics.shadow == self.topics.packs:
-            raise click.ClickException(
-                "the shadow topic is configured as the live pack topic; "
-                "replay refuses to write there"
-            )
+        from ctxbudget.kafka import io
+        from ctxbudget.kafka.replay import replay_topics
+
+        try:
+            self.topics = replay_topics(settings.topics)
+        except ConfigError as e:
+            raise click.ClickException(str(e)) from e
         self._files = [
             open_out(out_path, what="--out file"),
             open_out(trace_path, what="--trace file"),
         ]
         self.out: IO[bytes] | None = self._files[0].__enter__()
         self.trace: IO[bytes] | None = self._files[1].__enter__()
-        self.producer = None
+        self.writer: TopicWriter | None = None
         if brokers:
             try:
-                self.producer = _kafka_client(
-                    "producer", settings, brokers, acks="all", linger_ms=5
-                )
+                with io.reaching(brokers):
+                    producer = io.client(
+                        "producer",
+                        settings,
+                        brokers=brokers,
+                        client_id="ctxbudget-producer",
+                        acks="all",
+                        linger_ms=5,
+                    )
+                self.writer = io.TopicWriter(producer)
+            except io.BrokerUnreachableError as e:
+                self._close_files()
+                raise UsageFailure(str(e)) from e
             except BaseException:
                 self._close_files()
                 raise
 
     def write(self, pack: Pack, traces: tuple[TraceEvent, ...]) -> None:
-        assert pack.lane == "shadow" and pack.replay is not None
-        body = encode(pack)
-        key = pack.request_id.encode()
-        if self.producer is not None:
-            self.producer.send(self.topics.shadow, key=key, value=body)
-            for t in traces:
-                self.producer.send(self.topics.audit, key=key, value=encode(t))
+        from ctxbudget.kafka.replay import replay_records
+
+        first, *rest = replay_records(pack, traces, self.topics)
+        if self.writer is not None:
+            for r in (first, *rest):
+                self.writer.send(r.topic, key=r.key, value=r.value)
         if self.out is not None:
-            self.out.write(body + b"\n")
+            self.out.write(first.value + b"\n")
         if self.trace is not None:
-            self.trace.write(b"".join(encode(t) + b"\n" for t in traces))
+            self.trace.write(b"".join(r.value + b"\n" for r in rest))
 
     def close(self) -> None:
-        if self.producer is not None:
-            self.producer.flush()
-            self.producer.close()
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
         self._close_files()
 
     def _close_files(self) -> None:

