@@ -1,7 +1,7 @@
 """The model kernel: the base models, the shared field types, reading YAML config files, and
 describing a pydantic validation error in one line.
 
-Three bases, one per kind of data; every model of ctxbudget derives from one of them:
+Four bases, one per kind of data; every model of ctxbudget derives from one of them:
 
 * :class:`WireModel`, a versioned document one program writes and another reads (the wire
   messages, the control state, the calibration file): frozen, strict (a string is never
@@ -9,8 +9,13 @@ Three bases, one per kind of data; every model of ctxbudget derives from one of 
   fields without breaking a reader, fields settable by name or alias (``schema``);
 * :class:`ConfigModel`, a file people write (policies, routing rules): frozen, strict, and an
   unknown key is an error, so a misspelt key is refused rather than silently ignored;
-* :class:`ReportModel`, a result computed in process and printed (evaluations, comparisons):
-  frozen, values converted as pydantic does by default, unknown fields ignored.
+* :class:`ReportModel`, a result computed in process and printed (evaluations, comparisons),
+  or a group of values converted from text (the worker settings' topic names): frozen, values
+  converted as pydantic does by default, unknown fields ignored;
+* :class:`ResultModel`, the closed result of one operation, built only by the code that
+  performs it (what a topic apply did, one drift finding): frozen, values converted as
+  pydantic does by default, and an unknown field is an error, so a misspelt field in that
+  code is caught.
 
 A file that cannot be read or parsed, or that does not validate, is an error naming the file
 (and, for YAML syntax, the line and column) in one line.
@@ -18,8 +23,9 @@ A file that cannot be read or parsed, or that does not validate, is an error nam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeAlias, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,11 +34,14 @@ from ctxbudget.errors import ConfigError, CtxBudgetError
 
 __all__ = [
     "ConfigModel",
+    "Loc",
     "NonNegInt",
     "ReportModel",
+    "ResultModel",
     "Unit",
     "WireModel",
     "describe_validation",
+    "field_path",
     "load_yaml_model",
     "read_yaml",
     "validate_config",
@@ -59,9 +68,16 @@ class ConfigModel(BaseModel):
 
 
 class ReportModel(BaseModel):
-    """Base of every computed report: frozen, lax validation, unknown fields ignored."""
+    """Base of every computed report (and of a group of values converted from text): frozen,
+    lax validation, unknown fields ignored."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+
+class ResultModel(BaseModel):
+    """Base of every closed operation result: frozen, lax validation, unknown fields refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 # ---------------------------------------------------------------- validation errors
@@ -82,29 +98,71 @@ def safe_repr(value: Any) -> str:
         return f"<{type(value).__name__}>"
 
 
-def describe_validation(err: ValidationError, *, limit: int = 5, root: str = "(top level)") -> str:
+#: A field path as pydantic gives it (``ErrorDetails["loc"]``): keys and list indexes.
+Loc: TypeAlias = tuple[int | str, ...]
+
+#: Containers up to this many scalar items are shown as found; larger or nested ones are not.
+_SHOWN_ITEMS = 8
+
+
+def field_path(loc: Loc) -> str:
+    """A field path in one string: ``classes.how_to.ceiling``, ``items.3.text``; a key that holds
+    a dot is quoted, ``config['retention.ms']``, so that the path reads one way only."""
+    out = ""
+    for part in loc:
+        if isinstance(part, str) and "." in part:
+            out += f"[{part!r}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, dict | list | tuple | set | frozenset)
+
+
+def _small_flat(value: Any) -> bool:
+    """A container of at most a few scalars (keys and values, for a mapping)."""
+    if len(value) > _SHOWN_ITEMS:
+        return False
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
+    return not any(_is_container(i) for i in items)
+
+
+def describe_validation(
+    err: ValidationError,
+    *,
+    limit: int = 5,
+    root: str = "(top level)",
+    path: Callable[[Loc], str] = field_path,
+) -> str:
     """A validation error in one line: its first ``limit`` problems as ``field.path: message
     (found value)``, then how many more there are.
 
-    A problem of the whole document (no field path) is named ``root``; a validator's own
-    message (it names what it checks) is shown as it is, without a field path when it is about
-    the whole document. A found value is left out when it is a mapping or a list, and cut to
-    60 characters otherwise.
+    Each field path is written by ``path`` (:func:`field_path` unless the caller names fields
+    its own way, an environment variable for instance); a problem of the whole document (no
+    field path) is named ``root``. A validator's own message (it names what it checks) is
+    shown as it is, without a field path when it is about the whole document. The found value
+    is cut to 60 characters; it is left out for a missing field, for a mapping or list that is
+    nested or holds more than a few items, and for a validator's own message about one.
     """
     parts = []
     for e in err.errors()[:limit]:
-        loc = ".".join(str(p) for p in e["loc"]) or root
+        loc = path(e["loc"]) if e["loc"] else root
         found = e.get("input")
-        shown = ""
-        if not isinstance(found, dict | list):
-            text = safe_repr(found)
-            shown = f" (found {text if len(text) <= 60 else text[:57] + '...'})"
         msg = e["msg"]
-        if e["type"] == "value_error":
+        validator = e["type"] == "value_error"
+        if validator:
             msg = msg.removeprefix("Value error, ")
             if not e["loc"]:
                 parts.append(msg)
                 continue
+        shown = ""
+        if e["type"] != "missing" and (
+            not _is_container(found) or (not validator and _small_flat(found))
+        ):
+            text = safe_repr(found)
+            shown = f" (found {text if len(text) <= 60 else text[:57] + '...'})"
         parts.append(f"{loc}: {msg}{shown}")
     more = err.error_count() - limit
     if more > 0:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from pydantic import ValidationError
 
+from ctxbudget.models import describe_validation
 from ctxbudget.rollout import ControlState, load_rollout
 from workers import clients
 
@@ -186,7 +187,7 @@ class ControlFollower(threading.Thread):
         try:
             state = ControlState.model_validate_json(value)
         except ValidationError as e:
-            log.error("bad control record ignored", error=str(e)[:300])
+            log.error("bad control record ignored", error=describe_validation(e, root="(message)"))
             return
         if self.holder.offer(state) and self.caught_up.is_set():
             lag_ms = max(0.0, time.time() * 1000 - timestamp_ms)

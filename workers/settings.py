@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ctxbudget.models import ReportModel
 
-class TopicNames(BaseModel):
+
+class TopicNames(ReportModel):
     """Topic names (v1 contract); override one with e.g. CTXBUDGET_TOPICS__PACKS=my.packs."""
-
-    model_config = ConfigDict(frozen=True)
 
     candidates: str = "ctx.candidates.v1"
     routed: str = "ctx.routed.v1"

@@ -17,8 +17,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from ctxbudget.models import ResultModel
 from workers import clients
 from workers.topics import TopicError, TopicSpec, normalize_cleanup_policy
 
@@ -38,19 +37,15 @@ class TopicAdminError(TopicError):
     """The broker refused or failed an admin request (create, describe)."""
 
 
-class ApplyReport(BaseModel):
+class ApplyReport(ResultModel):
     """What :func:`apply_topics` did: topics it created, and topics that already existed."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     created: tuple[str, ...]
     existing: tuple[str, ...]
 
 
-class DriftFinding(BaseModel):
+class DriftFinding(ResultModel):
     """One difference between a spec and the broker's topic."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     topic: str
     kind: Literal["missing", "partitions", "replication_factor", "config", "config_unreported"]

@@ -1,21 +1,20 @@
 """Topic specs: YAML files in ``topics/``, validated at load. Pure: no broker, no client.
 
-:func:`load_topic_specs` reads ``<name>.yaml`` files (``yaml.safe_load``) into frozen
-:class:`TopicSpec` models; a bad file raises :class:`TopicSpecError` naming the file, the key and
-what was found. Creating the topics of the specs and checking a broker's topics against them is
-:mod:`workers.topic_admin`.
+:func:`load_topic_specs` reads ``<name>.yaml`` files into frozen :class:`TopicSpec` models with
+the model kernel (:mod:`ctxbudget.models`); a bad file raises :class:`TopicSpecError` in one line
+naming the file, each key (``config['retention.ms']``) and what was found. Creating the topics
+of the specs and checking a broker's topics against them is :mod:`workers.topic_admin`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from ctxbudget.errors import KafkaEdgeError
+from ctxbudget.models import ConfigModel, load_yaml_model
 from ctxbudget.resources import shipped
 
 __all__ = [
@@ -82,10 +81,8 @@ class TopicSpecError(TopicError):
     """A topic spec file is unreadable or invalid; the message names the file and the key."""
 
 
-class TopicSpec(BaseModel):
+class TopicSpec(ConfigModel):
     """One Kafka topic as the project wants it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str = Field(pattern=_TOPIC_NAME)
     description: str = Field(min_length=1)
@@ -117,7 +114,9 @@ class TopicSpec(BaseModel):
             raise ValueError(f"unknown topic config(s) {unknown}; Apache Kafka would reject them")
         policy = value.get("cleanup.policy")
         if policy is not None and normalize_cleanup_policy(policy) not in _CLEANUP_POLICIES:
-            raise ValueError(f"cleanup.policy must be one of {sorted(_CLEANUP_POLICIES)}")
+            raise ValueError(
+                f"cleanup.policy must be one of {sorted(_CLEANUP_POLICIES)} (found {policy!r})"
+            )
         return value
 
 
@@ -152,51 +151,9 @@ def load_topic_specs(directory: str | Path = DEFAULT_TOPICS_DIR) -> list[TopicSp
 def load_topic_spec(path: str | Path) -> TopicSpec:
     """Load one topic spec file; its name must be ``<topic name>.yaml``."""
     file = Path(path)
-    data = _read_yaml(file)
-    try:
-        spec = TopicSpec.model_validate(data)
-    except ValidationError as e:
-        raise TopicSpecError(_describe_validation_error(file, e)) from e
+    spec = load_yaml_model(TopicSpec, file, error=TopicSpecError)
     if file.stem != spec.name:
         raise TopicSpecError(
-            f"{file}: key 'name': expected the file stem {file.stem!r}, found {spec.name!r}"
+            f"{file}: name: expected the file stem {file.stem!r} (found {spec.name!r})"
         )
     return spec
-
-
-def _read_yaml(file: Path) -> dict[str, Any]:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as e:
-        raise TopicSpecError(f"{file}: cannot read: {e}") from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise TopicSpecError(f"{file}: not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise TopicSpecError(f"{file}: expected a mapping at the top level, found {_found(data)}")
-    return data
-
-
-def _describe_validation_error(file: Path, error: ValidationError) -> str:
-    lines = []
-    for item in error.errors():
-        key = _key_path(item["loc"])
-        found = "nothing" if item["type"] == "missing" else _found(item.get("input"))
-        lines.append(f"{file}: key {key!r}: {item['msg']}, found {found}")
-    return "\n".join(lines)
-
-
-def _key_path(loc: tuple[int | str, ...]) -> str:
-    """``config['retention.ms']`` rather than the ambiguous ``config.retention.ms``."""
-    if not loc:
-        return "<top level>"
-    head, *rest = loc
-    return str(head) + "".join(f"[{part!r}]" for part in rest)
-
-
-def _found(value: object) -> str:
-    text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"{text} ({type(value).__name__})"

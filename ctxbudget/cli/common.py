@@ -14,6 +14,7 @@ import click
 
 from ctxbudget.errors import ConfigError, one_line
 from ctxbudget.jsonl import count_lines, iter_lines, read_lines
+from ctxbudget.models import Loc, describe_validation
 from ctxbudget.policy import PolicyStore, default_policies_dir
 
 if TYPE_CHECKING:
@@ -44,8 +45,15 @@ def _os_reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+def _env_name(loc: Loc) -> str:
+    """The environment variable of a settings field: ``("topics", "packs")`` is
+    ``CTXBUDGET_TOPICS__PACKS``."""
+    return "CTXBUDGET_" + "__".join(str(p) for p in loc).upper()
+
+
 def worker_settings() -> WorkerSettings:
-    """The CTXBUDGET_* settings (brokers, topics, security); a bad value is a usage error."""
+    """The CTXBUDGET_* settings (brokers, topics, security); a bad value is a usage error
+    naming each variable (``bad setting: CTXBUDGET_CONCURRENCY: ...``)."""
     from pydantic import ValidationError
 
     from ctxbudget.kafka import WorkerSettings
@@ -53,10 +61,7 @@ def worker_settings() -> WorkerSettings:
     try:
         return WorkerSettings()
     except ValidationError as e:
-        bad = "; ".join(
-            f"CTXBUDGET_{'__'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
-            for err in e.errors()
-        )
+        bad = describe_validation(e, limit=e.error_count(), path=_env_name)
         raise UsageFailure(f"bad setting: {bad}") from e
 
 

@@ -29,6 +29,7 @@ from ctxbudget.conformal import (
     split_by_query,
 )
 from ctxbudget.evaluation import DEFAULT_TOLERANCE, evaluate, render_table
+from ctxbudget.models import describe_validation
 from ctxbudget.schemas import CandidateBatch
 
 FALLBACK_CLASS = "point_lookup"
@@ -59,10 +60,8 @@ def read_labelled(path: Path) -> LabelledInput:
                 batch = CandidateBatch.model_validate_json(text)
             except ValidationError as e:
                 n_bad += 1
-                first = e.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-                more = f" (+{e.error_count() - 1} more)" if e.error_count() > 1 else ""
-                click.echo(f"{path}:{lineno}: bad batch: {loc}: {first['msg']}{more}", err=True)
+                problem = describe_validation(e, limit=1)
+                click.echo(f"{path}:{lineno}: bad batch: {problem}", err=True)
                 continue
             except UnicodeDecodeError as e:  # pragma: no cover - decoded by open() already
                 n_bad += 1

@@ -10,6 +10,7 @@ it supplies the clock and the identity of who changed it, which the rules never 
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from ctxbudget.codec import encode
 from ctxbudget.errors import KafkaEdgeError
 from ctxbudget.kafka.io import TopicNotFoundError, client, read_topic
+from ctxbudget.models import describe_validation
 from ctxbudget.rollout import ControlEvent, ControlState, next_state
 from workers.control import ROLLOUT_KEY, starting_state
 
@@ -35,6 +37,11 @@ __all__ = [
     "starting_state",
     "write_state",
 ]
+
+
+#: The standard-library logger (the workers route it through their format; a command that
+#: configures no logging shows a warning on stderr, never on the stdout it prints the state to).
+log = logging.getLogger("ctxbudget.control")
 
 
 class ControlTopicError(KafkaEdgeError):
@@ -53,8 +60,9 @@ def read_state(
     """The newest state on the control topic (read from the start until it goes quiet).
 
     The memory broker's end offsets are not reliable, so the end is where a poll of
-    ``idle_ms`` brings nothing new. No record yet: ``default``. Records that are not a
-    valid state are passed over.
+    ``idle_ms`` brings nothing new. No record yet: ``default``. A record that is not a valid
+    state is passed over with a warning (logger ``ctxbudget.control``: where it is and
+    :func:`~ctxbudget.models.describe_validation` of it).
     """
     from pydantic import ValidationError
 
@@ -74,7 +82,12 @@ def read_state(
                 continue
             try:
                 candidate = ControlState.model_validate_json(r.value)
-            except ValidationError:
+            except ValidationError as e:
+                log.warning(
+                    "bad control record passed over at %s: %s",
+                    r.where,
+                    describe_validation(e, root="(message)"),
+                )
                 continue
             if candidate.version >= state.version:
                 state = candidate

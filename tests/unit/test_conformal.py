@@ -555,7 +555,8 @@ def test_cli_calibrate_and_evaluate_report_bad_lines_and_exit_1(tmp_path: Path) 
         ],
     )
     assert res.exit_code == 1, res.output
-    assert f"{data}:3:" in res.stderr and f"{data}:4:" in res.stderr
+    assert f"{data}:3: bad batch: (top level): Invalid JSON: " in res.stderr
+    assert f"{data}:4: bad batch: request_id: Field required; ... and " in res.stderr
     cal = load_calibration(out)
     assert cal.name == "demo" and cal.n_queries == 20
     held_ids = {json.loads(line)["request_id"] for line in held.read_text().splitlines()}

@@ -319,3 +319,65 @@ def test_an_unreadable_control_topic_is_one_error(
     monkeypatch.setattr(control, "read_state", down)
     with pytest.raises(control.ControlTopicError, match="cannot read the control topic: conn"):
         control.current_state(WorkerSettings(), "k1:9093", REPO / "policies")
+
+
+def test_a_bad_control_record_is_passed_over_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reading the state in force skips a record that is not a state, and says where and why."""
+    pytest.importorskip("kafka")
+    from ctxbudget.kafka import control
+
+    good = ControlState(baseline="default@1", version=3).model_dump_json(by_alias=True)
+    records = [
+        _Rec("c", 0, 0, b"rollout", good.encode(), 1000),
+        _Rec("c", 0, 1, b"rollout", b'{"baseline": "default@1", "version": "x"}', 2000),
+    ]
+    consumer = FakeConsumer([_poll(*records)], partitions={0})
+    monkeypatch.setattr(control, "client", lambda *a, **k: consumer)
+    with caplog.at_level("WARNING", logger="ctxbudget.control"):
+        state = control.read_state(["k1:9093"], "c", ControlState(baseline="default@1"))
+    assert state.version == 3
+    assert caplog.messages == [
+        "bad control record passed over at c[0]@1: "
+        "version: Input should be a valid integer (found 'x')"
+    ]
+
+
+def test_a_worker_logs_a_bad_control_record_in_one_line() -> None:
+    """The follower ignores a record that is not a state and logs each problem, not pydantic's
+    multi-line text cut at 300 characters."""
+    from structlog.testing import capture_logs
+
+    from workers.control import ROLLOUT_KEY, ControlFollower, ControlHolder
+
+    holder = ControlHolder(ControlState(baseline="default@1"))
+    follower = ControlFollower(bootstrap=["k1:9093"], topic="c", holder=holder)
+    with capture_logs() as logs:
+        follower._apply(ROLLOUT_KEY, b"[1, 2]", 0)
+    assert logs == [
+        {
+            "event": "bad control record ignored",
+            "error": "(message): Input should be an object (found [1, 2])",
+            "log_level": "error",
+        }
+    ]
+    assert holder.get() == ControlState(baseline="default@1")
+
+
+def test_a_bad_setting_names_its_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each bad CTXBUDGET_* value is named by its variable, with what was found, in one line."""
+    from ctxbudget.cli.common import UsageFailure, worker_settings
+
+    monkeypatch.chdir(tmp_path)  # no .env file
+    monkeypatch.setenv("CTXBUDGET_CONCURRENCY", "0")
+    monkeypatch.setenv("CTXBUDGET_LOG_LEVEL", "loud")
+    with pytest.raises(UsageFailure) as caught:
+        worker_settings()
+    assert caught.value.message == (
+        "bad setting: CTXBUDGET_CONCURRENCY: Input should be greater than or equal to 1 "
+        "(found '0'); CTXBUDGET_LOG_LEVEL: Input should be 'DEBUG', 'INFO', 'WARNING' or "
+        "'ERROR' (found 'loud')"
+    )

@@ -8,16 +8,18 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 import ctxbudget
 from ctxbudget.errors import ConfigError, CtxBudgetError, InputError
 from ctxbudget.models import (
     ConfigModel,
     ReportModel,
+    ResultModel,
     Unit,
     WireModel,
     describe_validation,
+    field_path,
     load_yaml_model,
     read_yaml,
     validate_config,
@@ -40,6 +42,15 @@ class _Report(ReportModel):
     names: tuple[str, ...] = ()
 
 
+class _Result(ResultModel):
+    n: int
+
+
+class _Keyed(ConfigModel):
+    config: dict[str, str] = Field(default_factory=dict)
+    rows: list[_Config] = Field(default_factory=list)
+
+
 def _error(model: type[BaseModel], data: object) -> ValidationError:
     with pytest.raises(ValidationError) as caught:
         model.model_validate(data)
@@ -47,13 +58,17 @@ def _error(model: type[BaseModel], data: object) -> ValidationError:
 
 
 def test_the_bases_keep_their_rules() -> None:
-    """Wire: strict, extras ignored; config: strict, extras refused; report: lax; all frozen."""
+    """Wire: strict, extras ignored; config: strict, extras refused; report: lax, extras
+    ignored; result: lax, extras refused; all frozen."""
     assert _Wire.model_validate({"n": 1, "later_field": True}).n == 1
     _error(_Wire, {"n": "1"})
     _error(_Config, {"n": 1, "typo": 2})
     _error(_Config, {"n": "1"})
     assert _Report.model_validate({"n": "1", "names": ["a"]}) == _Report(n=1, names=("a",))
-    for model in (_Wire(n=1), _Config(n=1), _Report(n=1)):
+    assert _Report.model_validate({"n": 1, "later_field": True}) == _Report(n=1)
+    assert _Result.model_validate({"n": "1"}) == _Result(n=1)
+    _error(_Result, {"n": 1, "typo": 2})
+    for model in (_Wire(n=1), _Config(n=1), _Report(n=1), _Result(n=1)):
         with pytest.raises(ValidationError):
             model.n = 2  # type: ignore[misc]
     _error(_Wire, {"n": 1, "share": 1.5})
@@ -76,6 +91,36 @@ def test_a_problem_of_the_whole_document_is_named_by_root() -> None:
     err = _error(_Wire, [1, 2])
     assert describe_validation(err).startswith("(top level): ")
     assert describe_validation(err, root="(message)").startswith("(message): ")
+
+
+def test_a_key_holding_a_dot_is_quoted_in_the_path() -> None:
+    """``config['retention.ms']``, not the ambiguous ``config.retention.ms``; indexes and plain
+    keys are joined by dots."""
+    assert field_path(("config", "retention.ms")) == "config['retention.ms']"
+    assert field_path(("rows", 2, "n")) == "rows.2.n"
+    assert field_path(("a.b", "c")) == "['a.b'].c"
+    err = _error(_Keyed, {"config": {"retention.ms": [1, 2]}})
+    assert describe_validation(err) == (
+        "config['retention.ms']: Input should be a valid string (found [1, 2])"
+    )
+
+
+def test_found_containers_are_shown_only_when_small_and_flat() -> None:
+    """A short list or mapping of scalars is shown as found; a nested or long one, and the
+    enclosing mapping of a missing field, are not."""
+    assert describe_validation(_error(_Config, {"n": [1, 2]})).endswith("(found [1, 2])")
+    assert "found" not in describe_validation(_error(_Config, {"n": [[1]]}))
+    assert "found" not in describe_validation(_error(_Config, {"n": list(range(9))}))
+    assert describe_validation(_error(_Config, {"share": 0.1})) == "n: Field required"
+    assert describe_validation(_error(_Keyed, {"rows": [{}]})) == "rows.0.n: Field required"
+
+
+def test_the_caller_may_name_the_field_paths() -> None:
+    """``path`` writes each field path (an environment variable, say); the root stays."""
+    err = _error(_Keyed, {"rows": [{"n": "x"}]})
+    text = describe_validation(err, path=lambda loc: "X_" + "__".join(map(str, loc)).upper())
+    assert text == "X_ROWS__0__N: Input should be a valid integer (found 'x')"
+    assert describe_validation(_error(_Keyed, [1]), path=str).startswith("(top level): ")
 
 
 def test_a_yaml_syntax_error_names_file_and_line_in_one_line(tmp_path: Path) -> None:
