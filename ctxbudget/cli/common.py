@@ -14,6 +14,7 @@ import click
 
 from ctxbudget.errors import ConfigError, one_line
 from ctxbudget.jsonl import count_lines, iter_lines, read_lines
+from ctxbudget.limits import InputLimits
 from ctxbudget.models import Loc, describe_validation
 from ctxbudget.policy import PolicyStore, default_policies_dir
 
@@ -63,6 +64,24 @@ def worker_settings() -> WorkerSettings:
     except ValidationError as e:
         bad = describe_validation(e, limit=e.error_count(), path=_env_name)
         raise UsageFailure(f"bad setting: {bad}") from e
+
+
+def env_input_limits() -> InputLimits:
+    """The input limits the workers apply, from the same CTXBUDGET_* variables
+    (``CTXBUDGET_MAX_MESSAGE_BYTES``, ``CTXBUDGET_MAX_CANDIDATES``, ``CTXBUDGET_MAX_TEXT_BYTES``,
+    ``CTXBUDGET_MAX_JSON_DEPTH``, ``CTXBUDGET_MAX_PAIR_CHECKS``); a bad value is a usage error
+    naming the variable."""
+    from pydantic import ValidationError
+
+    from ctxbudget.kafka import LimitSettings, input_limits
+
+    settings = worker_settings()
+    try:
+        limits = LimitSettings()
+    except ValidationError as e:
+        bad = describe_validation(e, limit=e.error_count(), path=_env_name)
+        raise UsageFailure(f"bad setting: {bad}") from e
+    return input_limits(settings, limits, {}, "-")
 
 
 class Pacer:

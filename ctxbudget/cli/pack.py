@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from ctxbudget.cli.common import (
     UsageFailure,
     count_lines,
+    env_input_limits,
     iter_lines,
     load_store,
     open_in,
@@ -24,6 +25,7 @@ from ctxbudget.cli.common import (
 )
 from ctxbudget.codec import dead_letter, decode_batch, encode
 from ctxbudget.errors import CtxBudgetError
+from ctxbudget.limits import InputLimits
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import (
     CandidateBatch,
@@ -83,9 +85,10 @@ class _Packer:
     pipeline: Pipeline
     lane: Lane
     cohort: str
+    limits: InputLimits | None = None
 
     def __call__(self, raw: bytes) -> tuple[bytes, bytes, int]:
-        batch = decode_batch(raw)
+        batch = decode_batch(raw, limits=self.limits)
         result = self.pipeline.run(
             batch, lane=self.lane, cohort=self.cohort, clock=time.perf_counter
         )
@@ -142,11 +145,15 @@ def _silence_stdout() -> None:
         pass
 
 
-def _load_pipeline(policies_opt: str | None, policy_ref: str) -> Pipeline:
+def _load_pipeline(
+    policies_opt: str | None, policy_ref: str, limits: InputLimits | None = None
+) -> Pipeline:
     """The pipeline of the policy; a policy that cannot be had is a usage error."""
     store = load_store(policies_opt, usage=True)
     try:
-        return Pipeline.from_store(store, policy_ref)
+        if limits is None:
+            return Pipeline.from_store(store, policy_ref)
+        return Pipeline.from_store(store, policy_ref, max_pair_checks=limits.max_pair_checks)
     except CtxBudgetError as e:
         raise UsageFailure(str(e)) from e
     except OSError as e:
@@ -186,7 +193,9 @@ def pack_cmd(
 
     A line that cannot be packed, whatever the reason, becomes one DeadLetter v1 record
     (with its line number) and the run goes on: every line gives exactly one pack or one
-    dead letter, and the packs come out in the order of their lines.
+    dead letter, and the packs come out in the order of their lines. Lines are held to the
+    workers' input limits (CTXBUDGET_MAX_MESSAGE_BYTES, _CANDIDATES, _TEXT_BYTES,
+    _JSON_DEPTH, _PAIR_CHECKS; the defaults when unset).
 
     \b
     Exit status:
@@ -199,14 +208,15 @@ def pack_cmd(
     """
     src = open_in(batches, what="BATCHES")
     try:
+        limits = env_input_limits()
         try:
-            pipeline = _load_pipeline(policies_opt, policy_ref)
+            pipeline = _load_pipeline(policies_opt, policy_ref, limits)
         except click.ClickException:
             raise
         except Exception as e:  # not a usage error: a bug or a broken installation
             raise InternalFailure(f"internal failure loading the policy: {_one_line(e)}") from e
         paths = (output, trace_path, dead_path)
-        tally = _run(src, batches, pipeline, paths, lane, cohort, progress)
+        tally = _run(src, batches, pipeline, paths, lane, cohort, progress, limits)
     finally:
         if src is not sys.stdin.buffer:
             src.close()
@@ -228,10 +238,11 @@ def _run(
     lane: str,
     cohort: str,
     progress: bool | None,
+    limits: InputLimits | None = None,
 ) -> _Tally:
     """Open the outputs and pack every line; a failure outside the lines is exit status 3."""
     tally = _Tally()
-    packer = _Packer(pipeline, cast(Lane, lane), cohort)
+    packer = _Packer(pipeline, cast(Lane, lane), cohort, limits)
     output, trace_path, dead_path = paths
     bar = None
     try:

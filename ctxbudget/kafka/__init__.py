@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
+from workers.limits import LimitSettings, input_limits
 from workers.settings import TopicNames, WorkerSettings
 from workers.topic_admin import (
     ApplyReport,
@@ -45,12 +46,14 @@ __all__ = [
     "BrokerStartError",
     "DriftFinding",
     "EmbeddedBroker",
+    "LimitSettings",
     "TopicAdminError",
     "TopicError",
     "TopicNames",
     "TopicSpec",
     "WorkerSettings",
     "apply_topics",
+    "input_limits",
     "load_topic_specs",
     "run_forever",
     "run_worker",

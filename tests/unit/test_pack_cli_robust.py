@@ -619,3 +619,18 @@ def test_the_workers_dead_letter_hostile_batches_the_same_way() -> None:
             d = orjson.loads(out.value)
             assert d["offset"] == 3 and d["original_bytes"] == len(raw)
             assert len(out.value) < DEAD_LETTER_EXCERPT_BYTES * 2
+
+
+def test_pack_holds_lines_to_the_workers_input_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CTXBUDGET_MAX_* variables the workers read apply to `ctxbudget pack` too: a line
+    over one is a dead letter naming the limit, and a bad value is a usage error."""
+    n = len(orjson.loads(GOOD)["candidates"])
+    assert _pack("-", stdin=GOOD + b"\n").exit_code == 0
+    monkeypatch.setenv("CTXBUDGET_MAX_CANDIDATES", str(n - 1))
+    result = _pack("-", stdin=GOOD + b"\n")
+    assert result.exit_code == 1
+    assert "max_candidates" in result.stderr
+    monkeypatch.setenv("CTXBUDGET_MAX_CANDIDATES", "none")
+    result = _pack("-", stdin=GOOD + b"\n")
+    assert result.exit_code == 2
+    assert "CTXBUDGET_MAX_CANDIDATES" in result.stderr
