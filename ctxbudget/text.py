@@ -179,11 +179,10 @@ _NOT_TERMS = STOPWORDS | frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQR
 def terms_of(tokens: Iterable[str]) -> frozenset[str]:
     """The distinct non-stopword terms among ``tokens`` (the output of :func:`words`):
     words of two characters or more, and single digits."""
-    distinct = set(tokens)
-    distinct -= _NOT_TERMS
+    distinct = frozenset(tokens).difference(_NOT_TERMS)
     if "".join(distinct).isascii():
         # ASCII words are letters and digits: the one-character words left are digits.
-        return frozenset(distinct)
+        return distinct
     return frozenset(w for w in distinct if len(w) > 1 or w.isdigit())
 
 
