@@ -114,6 +114,55 @@ def test_the_second_hop_is_admitted_by_its_link(pipeline: Pipeline) -> None:
     assert pack.evidence_tokens <= pack.budget.evidence_budget
 
 
+def test_a_three_hop_chain_is_followed_link_by_link(pipeline: Pipeline) -> None:
+    """Composed questions need passages two links away: the second hop is named by the first,
+    the third only by the second. Each admission links what its text names, so the chain is
+    followed hop by hop, ahead of better-scored passages that share the question's words."""
+    filler = " ".join(
+        f"Line {i} on the river trade, the harbour and the old market of the valley."
+        for i in range(6)
+    )
+    paras = [
+        _para(
+            "The Lantern Keeper",
+            "The Lantern Keeper is a 1998 novel set in a harbour town. It was written by Mara "
+            "Quillon.",
+            9.0,
+        ),
+        _para("Harbour town", "A harbour town is a town with a harbour. " + filler, 8.6),
+        _para("Lantern", "A lantern is a portable light. " + filler, 8.4),
+        _para("Keeper (novel)", "Keeper is a 2006 novel about a lighthouse. " + filler, 8.2),
+        _para("Novel", "A novel is a long work of fiction. " + filler, 8.0),
+        _para(
+            "Mara Quillon",
+            "Mara Quillon is a Welsh writer. She studied at Saint Brannock College before her "
+            "first book appeared.",
+            2.5,
+        ),
+        _para(
+            "Saint Brannock College",
+            "Saint Brannock College is a college in Aberystwyth, founded in 1872 by the "
+            "Brannock family.",
+            1.5,
+        ),
+    ]
+    b = batch(
+        paras,
+        query="In what town is the college attended by the author of The Lantern Keeper?",
+        input_limit=1100,
+        reserve_tokens=300,
+    )
+    routed = pipeline.router.run(b)
+    packed = pipeline.selector.run(pipeline.consolidator.run(routed))
+    items = packed.consolidated.items
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert "named_entity" in basis["The Lantern Keeper"]
+    assert "bridge:the lantern keeper" in basis["Mara Quillon"]
+    assert "bridge:mara quillon" in basis["Saint Brannock College"]
+    texts = [t for _, t in parse(pipeline.run(b).pack.rendered)]
+    assert any("Aberystwyth" in t for t in texts)
+
+
 def _with(pipeline: Pipeline, **rules: object) -> Pipeline:
     policy = pipeline.policy
     classes = {k: v.model_copy(update=rules) for k, v in policy.classes.items()}
