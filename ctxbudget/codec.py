@@ -175,8 +175,8 @@ def decode(raw: bytes | str, model: type[M], *, limits: InputLimits | None = Non
             f"invalid {model.__name__}: {describe_validation(e, root='(message)')}"
         ) from e
     if isinstance(value, CandidateBatch):
-        check_unique_keys(raw)
         data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+        check_unique_keys(data)
         if _may_hold_a_long_integer(data):
             check_int_ranges(value)
         check_batch(value, limits, message_bytes=len(data))

@@ -78,33 +78,16 @@ def _spell(value: int, length: int) -> str:
     return "".join(out)
 
 
-def evidence_id(
-    source_id: str, doc_id: str, chunk_id: str, text: str, length: int = ID_LENGTH
-) -> str:
-    """A short id from the source, the document, the representative chunk and the original
-    text (never a position): the same passage gets the same id in every pack. Three
-    characters cost about two tokens; a pack whose items would share one uses longer ids for
-    all (:func:`id_length`), and a longer id starts with the shorter one."""
-    return _spell(_digest(source_id, doc_id, chunk_id, text), length)
-
-
-def _shortest_distinct(values: Sequence[int]) -> int:
+def evidence_ids(keys: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """Short ids for items keyed by (source, document, representative chunk, original text),
+    never by position: the same passage gets the same id in every pack. Three characters cost
+    about two tokens; when two keys would share an id, every id of the set is longer, and a
+    longer id starts with the shorter one. Each key is hashed once."""
+    values = [_digest(*k) for k in keys]
     distinct = len(set(values))
     length = ID_LENGTH
     while length < 24 and len({_spell(v, length) for v in values}) < distinct:
         length += 1
-    return length
-
-
-def id_length(keys: Sequence[tuple[str, str, str, str]]) -> int:
-    """The shortest id length (from :data:`ID_LENGTH`) at which ``keys`` get distinct ids."""
-    return _shortest_distinct([_digest(*k) for k in keys])
-
-
-def evidence_ids(keys: Sequence[tuple[str, str, str, str]]) -> list[str]:
-    """``[evidence_id(*k, length=id_length(keys)) for k in keys]``, each key hashed once."""
-    values = [_digest(*k) for k in keys]
-    length = _shortest_distinct(values)
     return [_spell(v, length) for v in values]
 
 

@@ -137,17 +137,10 @@ def check_batch(
     if size > cap:
         raise _over("query.text", size, cap, "max_text_bytes", " bytes")
     for i, c in enumerate(cands):
-        if texts_fit:
-            if c.metadata:
-                _check_depth(c.metadata, f"candidates.{i}.metadata", limits.max_json_depth)
-            continue
-        size = _utf8_len(c.text, cap)
-        if size > cap:
-            raise _over(f"candidates.{i}.text", size, cap, "max_text_bytes", " bytes")
-        if c.title is not None:
-            size = _utf8_len(c.title, cap)
+        for name, text in () if texts_fit else (("text", c.text), ("title", c.title)):
+            size = _utf8_len(text, cap) if text is not None else 0
             if size > cap:
-                raise _over(f"candidates.{i}.title", size, cap, "max_text_bytes", " bytes")
+                raise _over(f"candidates.{i}.{name}", size, cap, "max_text_bytes", " bytes")
         if c.metadata:
             _check_depth(c.metadata, f"candidates.{i}.metadata", limits.max_json_depth)
 

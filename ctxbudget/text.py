@@ -157,10 +157,8 @@ _ASCII_WORD_BYTES = bytes(b if chr(b).isalnum() else 0x20 for b in range(128)) +
 
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (letters and digits), in order."""
-    lowered = text.lower()
-    if lowered.isascii():
-        return lowered.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
-    return _WORD.findall(lowered)
+    flat = word_skeleton(text)
+    return flat.split() if flat is not None else _WORD.findall(text.lower())
 
 
 def word_skeleton(text: str) -> str | None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, TypeVar
 
 import click
 
@@ -52,18 +52,27 @@ def _env_name(loc: Loc) -> str:
     return "CTXBUDGET_" + "__".join(str(p) for p in loc).upper()
 
 
-def worker_settings() -> WorkerSettings:
-    """The CTXBUDGET_* settings (brokers, topics, security); a bad value is a usage error
-    naming each variable (``bad setting: CTXBUDGET_CONCURRENCY: ...``)."""
+S = TypeVar("S")
+
+
+def _from_env(settings_class: Callable[[], S]) -> S:
+    """Settings read from the CTXBUDGET_* variables; a bad value is a usage error naming each
+    variable (``bad setting: CTXBUDGET_CONCURRENCY: ...``)."""
     from pydantic import ValidationError
 
-    from ctxbudget.kafka import WorkerSettings
-
     try:
-        return WorkerSettings()
+        return settings_class()
     except ValidationError as e:
         bad = describe_validation(e, limit=e.error_count(), path=_env_name)
         raise UsageFailure(f"bad setting: {bad}") from e
+
+
+def worker_settings() -> WorkerSettings:
+    """The CTXBUDGET_* settings (brokers, topics, security); a bad value is a usage error
+    naming each variable (``bad setting: CTXBUDGET_CONCURRENCY: ...``)."""
+    from ctxbudget.kafka import WorkerSettings
+
+    return _from_env(WorkerSettings)
 
 
 def env_input_limits() -> InputLimits:
@@ -71,17 +80,9 @@ def env_input_limits() -> InputLimits:
     (``CTXBUDGET_MAX_MESSAGE_BYTES``, ``CTXBUDGET_MAX_CANDIDATES``, ``CTXBUDGET_MAX_TEXT_BYTES``,
     ``CTXBUDGET_MAX_JSON_DEPTH``, ``CTXBUDGET_MAX_PAIR_CHECKS``); a bad value is a usage error
     naming the variable."""
-    from pydantic import ValidationError
-
     from ctxbudget.kafka import LimitSettings, input_limits
 
-    settings = worker_settings()
-    try:
-        limits = LimitSettings()
-    except ValidationError as e:
-        bad = describe_validation(e, limit=e.error_count(), path=_env_name)
-        raise UsageFailure(f"bad setting: {bad}") from e
-    return input_limits(settings, limits, {}, "-")
+    return input_limits(worker_settings(), _from_env(LimitSettings), {}, "-")
 
 
 class Pacer:

@@ -75,11 +75,11 @@ def rank_key(score: float | None, authority: float, ident: str) -> tuple[int, fl
     return (0 if score is not None else 1, -(score or 0.0), -authority, ident)
 
 
-def best_ranked_member(item: ConsolidatedItem, routed: RoutedBatch, policy: Policy) -> Candidate:
+def best_ranked_member(
+    item: ConsolidatedItem, cands: Sequence[Candidate], fld: str, policy: Policy
+) -> Candidate:
     """The copy of ``item``'s family that retrieval ranked best (the canonical copy that
-    represents it may rank lower)."""
-    cands = routed.batch.candidates
-    fld = primary_score_field(cands[i] for i in routed.admissible)
+    represents it may rank lower); ``fld`` is the batch's :func:`primary_score_field`."""
     return cands[
         min(
             item.members,
@@ -284,13 +284,16 @@ class Consolidator:
         best = units[family[0]].shingle_set  # family[0]: the best-ranked copy
         need = CANONICAL_KEEP * len(best)
 
-        def canon(u: int) -> tuple[float, int, int]:
-            c = cands[units[u].best]
-            size = len(units[u].text.encode("utf-8", "surrogatepass"))
-            return (-authority_of(c.source_id, c.authority), size, family.index(u))
+        def canon(at: int) -> tuple[float, int, int]:
+            unit = units[family[at]]
+            c = cands[unit.best]
+            size = len(unit.text.encode("utf-8", "surrogatepass"))
+            return (-authority_of(c.source_id, c.authority), size, at)
 
-        keeps = [u for u in family if u == family[0] or len(units[u].shingle_set & best) >= need]
-        first = min(keeps, key=canon)
+        keeps = [
+            at for at, u in enumerate(family) if at == 0 or len(units[u].shingle_set & best) >= need
+        ]
+        first = family[min(keeps, key=canon)]
         return [first, *(u for u in family if u != first)]
 
     def _independent(self, ua: _Unit, ub: _Unit, cands: Sequence[Candidate]) -> bool:

@@ -56,7 +56,7 @@ from ctxbudget.schemas import (
     Query,
     QueryClass,
 )
-from ctxbudget.stages.consolidate import best_ranked_member
+from ctxbudget.stages.consolidate import best_ranked_member, primary_score_field
 from ctxbudget.text import STOPWORDS, ShingleCache, content_terms, terms_of, words
 from ctxbudget.tokens import estimate_tokens
 
@@ -328,11 +328,13 @@ class EvidenceSelector:
         if ef is not None and ef.applies_to(routed.query_class):
             coverage = ef.coverage(routed.query_class)
             bound = ef.bind(routed.batch)
+            cands = routed.batch.candidates
+            fld = primary_score_field(cands[i] for i in routed.admissible)
             kept = []
             for i in eligible:
                 # A family is judged by the copy retrieval ranked best.
                 if bound.keep(
-                    best_ranked_member(items[i], routed, self.policy), routed.query_class
+                    best_ranked_member(items[i], cands, fld, self.policy), routed.query_class
                 ):
                     kept.append(i)
                 else:
