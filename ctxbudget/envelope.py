@@ -63,14 +63,13 @@ ID_LENGTH = 3
 
 
 def _digest(source_id: str, doc_id: str, chunk_id: str, text: str) -> int:
-    h = hashlib.blake2b(digest_size=16)
-    for part in (source_id, doc_id, chunk_id, text):
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-    return int.from_bytes(h.digest(), "big")
+    data = "\x1f".join((source_id, doc_id, chunk_id, text)) + "\x1f"
+    digest = hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return int.from_bytes(digest, "big")
 
 
 def _spell(value: int, length: int) -> str:
+    """The ``length`` lowest base-31 digits of ``value``, lowest first, as id characters."""
     out = []
     for _ in range(length):
         value, digit = divmod(value, len(_ID_ALPHABET))
@@ -82,11 +81,12 @@ def evidence_ids(keys: Sequence[tuple[str, str, str, str]]) -> list[str]:
     """Short ids for items keyed by (source, document, representative chunk, original text),
     never by position: the same passage gets the same id in every pack. Three characters cost
     about two tokens; when two keys would share an id, every id of the set is longer, and a
-    longer id starts with the shorter one. Each key is hashed once."""
+    longer id starts with the shorter one. Each key is hashed once; an id of ``n`` characters
+    spells the digest modulo 31**n, so ids collide exactly when those remainders do."""
     values = [_digest(*k) for k in keys]
     distinct = len(set(values))
     length = ID_LENGTH
-    while length < 24 and len({_spell(v, length) for v in values}) < distinct:
+    while length < 24 and len({v % len(_ID_ALPHABET) ** length for v in values}) < distinct:
         length += 1
     return [_spell(v, length) for v in values]
 

@@ -78,6 +78,10 @@ class _Look:
     flagged: frozenset[str] = frozenset()
     #: The entities the batch's items are about (compression favours sentences naming them).
     links: tuple[str, ...] = ()
+    #: Tokens of the block's frame: the opening and closing tags counted apart (what a block
+    #: with items adds to their sum), and counted as one string (the empty block's cost).
+    frame_tokens: int = 0
+    empty_block_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -134,12 +138,17 @@ class PackFinisher:
         )
         flagged = {routed.batch.candidates[i].chunk_id for i in routed.flagged}
         keys = [(it.source_id, it.doc_id, it.item_id, it.text) for it in cb.items]
+        defaults = SetDefaults.common([(it.source_id, it.version) for it in cb.items])
+        notice = len(withheld) if self.policy.withheld_notice else 0
+        opening = open_set(defaults, notice)
         look = _Look(
-            defaults=SetDefaults.common([(it.source_id, it.version) for it in cb.items]),
-            withheld=len(withheld) if self.policy.withheld_notice else 0,
+            defaults=defaults,
+            withheld=notice,
             flagged=frozenset(flagged),
             links=subject_links(cb.items),
             ids=dict(zip(keys, evidence_ids(keys), strict=True)),
+            frame_tokens=counter.count(opening) + counter.count(CLOSE_SET),
+            empty_block_tokens=counter.count(opening + CLOSE_SET),
         )
         dropped: list[CandidateFate] = []
         details: dict[str, Any] = {"recounts": 0, "compressed": [], "topped_up": []}
@@ -158,7 +167,7 @@ class PackFinisher:
                 drop(item)
                 continue
             slots.append(self._slot(look, adm, ev, counter))
-        total = self._total(look, slots, counter)
+        total = self._total(look, slots)
         while total > budget and slots:
             details["recounts"] += 1
             victim = min(slots, key=lambda s: (s.admission.utility, -s.admission.rank))
@@ -172,7 +181,7 @@ class PackFinisher:
                 slots.append(self._slot(look, victim.admission, ev, counter))
             else:
                 drop(item)
-            total = self._total(look, slots, counter)
+            total = self._total(look, slots)
         restored: list[str] = []
         total = self._top_up(
             look, packed, slots, total, budget, counter, compressor, query, restored, details
@@ -253,11 +262,10 @@ class PackFinisher:
         )
 
     @staticmethod
-    def _total(look: _Look, slots: list[_Slot], counter: TokenCounter) -> int:
+    def _total(look: _Look, slots: list[_Slot]) -> int:
         if not slots:
             return 0
-        frame = counter.count(open_set(look.defaults, look.withheld)) + counter.count(CLOSE_SET)
-        return frame + sum(s.tokens for s in slots)
+        return look.frame_tokens + sum(s.tokens for s in slots)
 
     def _top_up(
         self,
@@ -361,8 +369,7 @@ class _Filler:
         self.added: list[ConsolidatedItem] = []
 
     def room(self) -> int:
-        frame = open_set(self.look.defaults, self.look.withheld) + CLOSE_SET
-        used = self.total if self.slots else self.counter.count(frame)
+        used = self.total if self.slots else self.look.empty_block_tokens
         return self.budget - used
 
     def fits_caps(self, i: int) -> bool:
@@ -403,7 +410,7 @@ class _Filler:
         if ev is None:
             return False
         slot = self.finisher._slot(self.look, adm, ev, self.counter)
-        new_total = self.finisher._total(self.look, [*self.slots, slot], self.counter)
+        new_total = self.finisher._total(self.look, [*self.slots, slot])
         if new_total > self.budget:
             return False
         self.slots.append(slot)
