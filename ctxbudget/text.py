@@ -333,7 +333,7 @@ def index_shingles(
     cache = cache if cache is not None else ShingleCache.throwaway()
     lens = [len(t) for t in token_lists]
     if sum(lens) < size or size == 1 or len(lens) >= 1 << 16:
-        return _index_sets([shingles(t, size, cache) for t in token_lists])
+        return index_sets([shingles(t, size, cache) for t in token_lists])
     sets, folded, valid = _fold_many(token_lists, lens, size, cache)
     owner = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)[: len(folded)]
     keys = (folded[valid] << np.uint64(16)) | owner[valid]
@@ -353,8 +353,9 @@ def index_shingles(
     return ShingleIndex(sets, repeated, [again & s for s in sets])
 
 
-def _index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
-    """The same index built with set operations (the fallback of :func:`index_shingles`)."""
+def index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
+    """The index of shingle sets already made, built with set operations: equal to what
+    :func:`index_shingles` gives for the texts of those sets."""
     seen: set[int] = set()
     again: set[int] = set()
     for s in sets:
@@ -366,6 +367,49 @@ def _index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
         for g in m:
             repeated[g] = repeated.get(g, 0) + 1
     return ShingleIndex(sets, repeated, shared)
+
+
+#: The dense table of shared shingles is made for at most this many texts, and when the
+#: texts times their shingles stay within :data:`DENSE_CELLS` (a table of 512 KB at most).
+DENSE_TEXTS = 256
+DENSE_CELLS = 1 << 16
+
+
+def common_shingles(sets: Sequence[frozenset[int]]) -> np.ndarray | None:
+    """How many shingles each two of ``sets`` share: ``out[a, b] == len(sets[a] & sets[b])``
+    (float64, exact; the diagonal holds the set sizes), or None when the sets are too many
+    or too large for a dense table (see :data:`DENSE_TEXTS` and :data:`DENSE_CELLS`).
+
+    One 0/1 matrix of texts by distinct shingles, multiplied by its transpose."""
+    n = len(sets)
+    lens = [len(s) for s in sets]
+    total = sum(lens)
+    if n > DENSE_TEXTS or n * total > DENSE_CELLS:
+        return None
+    if not total:
+        return np.zeros((n, n))
+    grams = np.fromiter(chain.from_iterable(sets), dtype=np.uint64, count=total)
+    owners = np.repeat(np.arange(n), lens)
+    order = grams.argsort()
+    grams = grams[order]
+    new = np.empty(total, dtype=bool)
+    new[0] = True
+    np.not_equal(grams[1:], grams[:-1], out=new[1:])
+    column = np.cumsum(new) - 1
+    held = np.zeros((n, int(column[-1]) + 1))
+    held[owners[order], column] = 1.0
+    out: np.ndarray = held @ held.T
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TextOverlaps:
+    """What finding copies among texts needs: their shingle sets, their :func:`normalize`
+    forms, and :func:`common_shingles` of the sets."""
+
+    sets: list[frozenset[int]]
+    norms: list[str]
+    common: np.ndarray | None
 
 
 def _weight(text: str, value: frozenset[int]) -> int:
@@ -407,19 +451,25 @@ class _Memo:
         return None if found is None else found[0]
 
     def put(self, key: tuple[str, int], value: frozenset[int]) -> None:
-        size = _weight(key[0], value)
-        if size > self.max_bytes // 8:
-            return
+        self.put_many([key], [value])
+
+    def put_many(self, keys: Sequence[tuple[str, int]], values: Sequence[frozenset[int]]) -> None:
+        """``put`` each key's value in turn, under one hold of the lock."""
+        limit = self.max_bytes // 8
         with self._lock:
             data = self._data
-            old_entry = data.pop(key, None)
-            if old_entry is not None:
-                self._bytes -= old_entry[1]
-            while data and (len(data) >= self.maxsize or self._bytes + size > self.max_bytes):
-                for old in list(islice(data, max(1, len(data) // 4))):
-                    self._bytes -= data.pop(old)[1]
-            data[key] = (value, size)
-            self._bytes += size
+            for key, value in zip(keys, values, strict=True):
+                size = _weight(key[0], value)
+                if size > limit:
+                    continue
+                old_entry = data.pop(key, None)
+                if old_entry is not None:
+                    self._bytes -= old_entry[1]
+                while data and (len(data) >= self.maxsize or self._bytes + size > self.max_bytes):
+                    for old in list(islice(data, max(1, len(data) // 4))):
+                        self._bytes -= data.pop(old)[1]
+                data[key] = (value, size)
+                self._bytes += size
 
     def clear(self) -> None:
         with self._lock:
@@ -466,8 +516,8 @@ class ShingleCache:
         missing = [i for i, f in enumerate(found) if f is None]
         if missing:
             fresh = shingles_of_many([words(texts[i]) for i in missing], size, self)
+            self.sets.put_many([(texts[i], size) for i in missing], fresh)
             for i, f in zip(missing, fresh, strict=True):
-                self.sets.put((texts[i], size), f)
                 found[i] = f
         return [f for f in found if f is not None]
 
@@ -476,10 +526,29 @@ class ShingleCache:
         both; the sets are remembered."""
         tokens = [words(t) for t in texts]
         index = index_shingles(tokens, size, self)
-        for text, found in zip(texts, index.sets, strict=True):
-            self.sets.put((text, size), found)
+        self.sets.put_many([(t, size) for t in texts], index.sets)
         norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
         return index, norms
+
+    def text_overlaps(self, texts: Sequence[str], size: int) -> TextOverlaps:
+        """Shingle sets, :func:`normalize` forms and :func:`common_shingles` of ``texts``.
+
+        A text whose set is remembered is not shingled again (nor split into words, unless
+        its normal form needs them: ASCII text); the sets made are remembered."""
+        found = [self.sets.get((t, size)) for t in texts]
+        tokens: list[list[str] | None] = [
+            words(t) if f is None or t.isascii() else None
+            for t, f in zip(texts, found, strict=True)
+        ]
+        missing = [i for i, f in enumerate(found) if f is None]
+        if missing:
+            fresh = shingles_of_many([tokens[i] or [] for i in missing], size, self)
+            self.sets.put_many([(texts[i], size) for i in missing], fresh)
+            for i, f in zip(missing, fresh, strict=True):
+                found[i] = f
+        sets = [f for f in found if f is not None]
+        norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
+        return TextOverlaps(sets, norms, common_shingles(sets))
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:
