@@ -332,7 +332,9 @@ class Consolidator:
         # Exact copies (the same normalised text) are one family, whatever their sources.
         first_by_text: dict[str, int] = {}
         for u, text in enumerate(exact):
-            sets.union(first_by_text.setdefault(text, u), u)
+            first = first_by_text.setdefault(text, u)
+            if first != u:
+                sets.union(first, u)
         # Units with the same shingle set are copies by every measure (containment 1): one
         # family, which its first unit stands for in the pairwise work, so identical
         # passages cost one hash each instead of a pair with every other copy.
@@ -405,32 +407,23 @@ class Consolidator:
         root = family[0]
         rep_unit = units[root]
         rep = cands[rep_unit.best]
-        best = cands[units[min(family)].best]
-        rest = sorted(
-            (m for m in rep_unit.members if m != rep_unit.best), key=lambda m: cands[m].chunk_id
-        )
-        members = [rep_unit.best, *rest]
-        sources = [rep.source_id]
-        seen = {rep.source_id}
-        for u in family[1:]:  # family[0] represents the family (``_canonical_first``)
-            unit = units[u]
-            reason: DropReason = "duplicate" if exact[u] == exact[root] else "near_duplicate"
-            for m in sorted(unit.members, key=lambda m: cands[m].chunk_id):
-                members.append(m)
-                dropped.append(
-                    CandidateFate(chunk_id=cands[m].chunk_id, reason=reason, kept_as=rep.chunk_id)
-                )
-                if cands[m].source_id not in seen:
-                    seen.add(cands[m].source_id)
-                    sources.append(cands[m].source_id)
+        if len(family) == 1 and len(rep_unit.members) == 1:  # one candidate: nothing merged
+            best = rep
+            members: tuple[int, ...] = (rep_unit.best,)
+            chunk_ids: tuple[str, ...] = (rep.chunk_id,)
+            sources: tuple[str, ...] = (rep.source_id,)
+        else:
+            best = cands[units[min(family)].best]
+            members, sources = _family_members(family, units, cands, exact, dropped)
+            chunk_ids = tuple(cands[m].chunk_id for m in members)
         return ConsolidatedItem(
             item_id=rep.chunk_id,
-            members=tuple(members),
+            members=members,
             unit_size=len(rep_unit.members),
-            chunk_ids=tuple(cands[m].chunk_id for m in members),
+            chunk_ids=chunk_ids,
             doc_id=rep.doc_id,
             source_id=rep.source_id,
-            source_ids=tuple(sources),
+            source_ids=sources,
             title=rep.title,
             version=rep.version,
             published_at=rep.published_at,
@@ -443,6 +436,35 @@ class Consolidator:
             authority=self.policy.authority_of(rep.source_id, rep.authority),
             span_start=rep_unit.span_start,
         )
+
+
+def _family_members(
+    family: list[int],
+    units: list[_Unit],
+    cands: Sequence[Candidate],
+    exact: list[str],
+    dropped: list[CandidateFate],
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The candidates of a family: its representative, the rest of its unit, then each other
+    unit's, each unit's in ``chunk_id`` order. And the sources of the representative and of
+    the copies, first seen first. Each copy left out is recorded in ``dropped``."""
+    root = family[0]  # represents the family (``_canonical_first``)
+    rep_unit = units[root]
+    rep = cands[rep_unit.best]
+    rest = sorted(
+        (m for m in rep_unit.members if m != rep_unit.best), key=lambda m: cands[m].chunk_id
+    )
+    members = [rep_unit.best, *rest]
+    sources = {rep.source_id: None}
+    for u in family[1:]:
+        unit = units[u]
+        reason: DropReason = "duplicate" if exact[u] == exact[root] else "near_duplicate"
+        for m in sorted(unit.members, key=lambda m: cands[m].chunk_id):
+            c = cands[m]
+            members.append(m)
+            sources.setdefault(c.source_id, None)
+            dropped.append(CandidateFate(chunk_id=c.chunk_id, reason=reason, kept_as=rep.chunk_id))
+    return tuple(members), tuple(sources)
 
 
 def _single_unit(i: int, c: Candidate) -> _Unit:
