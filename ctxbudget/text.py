@@ -289,26 +289,56 @@ def shingles_of_many(
 
 def _fold_many(
     token_lists: Sequence[Sequence[str]], lens: list[int], size: int, cache: ShingleCache
-) -> tuple[list[frozenset[int]], np.ndarray, np.ndarray]:
-    """The shingle sets, the folded windows and which windows lie inside one text.
+) -> tuple[list[frozenset[int]], np.ndarray]:
+    """The shingle sets, and the folded windows of all the words.
 
     One fold over all the words: the windows that straddle two texts are computed and never
-    used. Needs ``sum(lens) >= size``.
+    used (:func:`_fold_incidence` leaves them out). Needs ``sum(lens) >= size``.
     """
     flat = chain.from_iterable(token_lists)
     ids = np.fromiter(map(cache.word_ids.__getitem__, flat), dtype=np.uint64, count=sum(lens))
     folded = _fold(ids, size)
+    values = folded.tolist()
     sets: list[frozenset[int]] = []
-    valid = np.zeros(len(folded), dtype=bool)
     at = 0
     for tokens, n in zip(token_lists, lens, strict=True):
         if n >= size:
-            sets.append(frozenset(folded[at : at + n - size + 1].tolist()))
-            valid[at : at + n - size + 1] = True
+            sets.append(frozenset(values[at : at + n - size + 1]))
         else:
             sets.append(shingles(tokens, size, cache))
         at += n
-    return sets, folded, valid
+    return sets, folded
+
+
+def _fold_incidence(
+    sets: list[frozenset[int]], folded: np.ndarray, lens: list[int], size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every shingle of the texts :func:`_fold_many` folded, with the text that holds it
+    (uint64 arrays; a shingle seen in several windows of one text comes once per window).
+
+    The windows inside a text are those that start at most ``size`` words before its end; a
+    text shorter than ``size`` words gives its whole-text shingle instead."""
+    owner = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)[: len(folded)]
+    last_start = np.cumsum(lens) - size
+    inside = np.arange(len(folded)) <= last_start[owner]
+    grams, owners = folded[inside], owner[inside]
+    short = [u for u, n in enumerate(lens) if 0 < n < size]
+    if short:
+        extra_grams, extra_owners = _set_incidence(sets, short)
+        grams = np.concatenate([grams, extra_grams])
+        owners = np.concatenate([owners, extra_owners.astype(np.uint64)])
+    return grams, owners
+
+
+def _set_incidence(
+    sets: Sequence[frozenset[int]], which: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The shingles of ``sets[u]`` for each ``u`` of ``which`` (uint64), with ``u`` (intp)."""
+    lens = [len(sets[u]) for u in which]
+    grams = np.fromiter(
+        chain.from_iterable(sets[u] for u in which), dtype=np.uint64, count=sum(lens)
+    )
+    return grams, np.repeat(np.asarray(which, dtype=np.intp), lens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,13 +363,10 @@ def index_shingles(
     cache = cache if cache is not None else ShingleCache.throwaway()
     lens = [len(t) for t in token_lists]
     if sum(lens) < size or size == 1 or len(lens) >= 1 << 16:
-        return _index_sets([shingles(t, size, cache) for t in token_lists])
-    sets, folded, valid = _fold_many(token_lists, lens, size, cache)
-    owner = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)[: len(folded)]
-    keys = (folded[valid] << np.uint64(16)) | owner[valid]
-    short = [(g << 16) | u for u, n in enumerate(lens) if 0 < n < size for g in sets[u]]
-    if short:
-        keys = np.concatenate([keys, np.asarray(short, dtype=np.uint64)])
+        return index_sets([shingles(t, size, cache) for t in token_lists])
+    sets, folded = _fold_many(token_lists, lens, size, cache)
+    grams, owners = _fold_incidence(sets, folded, lens, size)
+    keys = (grams << np.uint64(16)) | owners
     keys.sort()
     pairs = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct (shingle, text)
     grams = pairs >> np.uint64(16)
@@ -353,8 +380,9 @@ def index_shingles(
     return ShingleIndex(sets, repeated, [again & s for s in sets])
 
 
-def _index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
-    """The same index built with set operations (the fallback of :func:`index_shingles`)."""
+def index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
+    """The index of shingle sets already made, built with set operations: equal to what
+    :func:`index_shingles` gives for the texts of those sets."""
     seen: set[int] = set()
     again: set[int] = set()
     for s in sets:
@@ -366,6 +394,66 @@ def _index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
         for g in m:
             repeated[g] = repeated.get(g, 0) + 1
     return ShingleIndex(sets, repeated, shared)
+
+
+#: The dense table of shared shingles is made for at most this many texts, and when the
+#: texts times their shingles stay within :data:`DENSE_CELLS` (a table of 512 KB at most).
+DENSE_TEXTS = 256
+DENSE_CELLS = 1 << 16
+
+
+def common_shingles(sets: Sequence[frozenset[int]]) -> np.ndarray | None:
+    """How many shingles each two of ``sets`` share: ``out[a, b] == len(sets[a] & sets[b])``
+    (float64, exact; the diagonal holds the set sizes), or None when the sets are too many
+    or too large for a dense table (see :data:`DENSE_TEXTS` and :data:`DENSE_CELLS`)."""
+    if len(sets) > DENSE_TEXTS:
+        return None
+    return _common_counts(*_set_incidence(sets, range(len(sets))), len(sets))
+
+
+def _common_counts(grams: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray | None:
+    """:func:`common_shingles` of ``n`` texts from their (shingle, text) incidences, which
+    may repeat: one 0/1 matrix of texts by distinct shingles times its transpose. A row of
+    ``n`` marks a shingle of no text (it counts for none)."""
+    total = len(grams)
+    if n > DENSE_TEXTS or n * total > DENSE_CELLS:
+        return None
+    if not total:
+        return np.zeros((n, n))
+    order = grams.argsort()
+    grams = grams[order]
+    new = np.empty(total, dtype=bool)
+    new[0] = False
+    np.not_equal(grams[1:], grams[:-1], out=new[1:])
+    column = np.cumsum(new)
+    held = np.zeros((n + 1, int(column[-1]) + 1))
+    held[rows[order], column] = 1.0
+    texts = held[:n]
+    out: np.ndarray = texts @ texts.T
+    return out
+
+
+def _window_rows(
+    folded: np.ndarray, lens: list[int], size: int, rows_of: np.ndarray | None, n: int
+) -> np.ndarray:
+    """The row of each window :func:`_fold_many` folded, for :func:`_common_counts`: its
+    text's row (``rows_of[text]``, or the text's position without ``rows_of``), or ``n``
+    for a window that straddles two texts (as every window of a text shorter than ``size``
+    words does)."""
+    owner = np.repeat(np.arange(len(lens), dtype=np.intp), lens)
+    first = owner[: len(folded)]
+    inside = first == owner[size - 1 :]
+    return np.where(inside, first if rows_of is None else rows_of[first], n)
+
+
+@dataclass(frozen=True, slots=True)
+class TextOverlaps:
+    """What finding copies among texts needs: their shingle sets, their :func:`normalize`
+    forms, and :func:`common_shingles` of the sets."""
+
+    sets: list[frozenset[int]]
+    norms: list[str]
+    common: np.ndarray | None
 
 
 def _weight(text: str, value: frozenset[int]) -> int:
@@ -407,19 +495,25 @@ class _Memo:
         return None if found is None else found[0]
 
     def put(self, key: tuple[str, int], value: frozenset[int]) -> None:
-        size = _weight(key[0], value)
-        if size > self.max_bytes // 8:
-            return
+        self.put_many([key], [value])
+
+    def put_many(self, keys: Sequence[tuple[str, int]], values: Sequence[frozenset[int]]) -> None:
+        """``put`` each key's value in turn, under one hold of the lock."""
+        limit = self.max_bytes // 8
         with self._lock:
             data = self._data
-            old_entry = data.pop(key, None)
-            if old_entry is not None:
-                self._bytes -= old_entry[1]
-            while data and (len(data) >= self.maxsize or self._bytes + size > self.max_bytes):
-                for old in list(islice(data, max(1, len(data) // 4))):
-                    self._bytes -= data.pop(old)[1]
-            data[key] = (value, size)
-            self._bytes += size
+            for key, value in zip(keys, values, strict=True):
+                size = _weight(key[0], value)
+                if size > limit:
+                    continue
+                old_entry = data.pop(key, None)
+                if old_entry is not None:
+                    self._bytes -= old_entry[1]
+                while data and (len(data) >= self.maxsize or self._bytes + size > self.max_bytes):
+                    for old in list(islice(data, max(1, len(data) // 4))):
+                        self._bytes -= data.pop(old)[1]
+                data[key] = (value, size)
+                self._bytes += size
 
     def clear(self) -> None:
         with self._lock:
@@ -466,8 +560,8 @@ class ShingleCache:
         missing = [i for i, f in enumerate(found) if f is None]
         if missing:
             fresh = shingles_of_many([words(texts[i]) for i in missing], size, self)
+            self.sets.put_many([(texts[i], size) for i in missing], fresh)
             for i, f in zip(missing, fresh, strict=True):
-                self.sets.put((texts[i], size), f)
                 found[i] = f
         return [f for f in found if f is not None]
 
@@ -476,10 +570,54 @@ class ShingleCache:
         both; the sets are remembered."""
         tokens = [words(t) for t in texts]
         index = index_shingles(tokens, size, self)
-        for text, found in zip(texts, index.sets, strict=True):
-            self.sets.put((text, size), found)
+        self.sets.put_many([(t, size) for t in texts], index.sets)
         norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
         return index, norms
+
+    def text_overlaps(self, texts: Sequence[str], size: int) -> TextOverlaps:
+        """Shingle sets, :func:`normalize` forms and :func:`common_shingles` of ``texts``.
+
+        A text whose set is remembered is not shingled again (nor split into words, unless
+        its normal form needs them: ASCII text); the sets made are remembered."""
+        n = len(texts)
+        found = [self.sets.get((t, size)) for t in texts]
+        tokens: list[list[str] | None] = [
+            words(t) if f is None or t.isascii() else None
+            for t, f in zip(texts, found, strict=True)
+        ]
+        missing = [i for i, f in enumerate(found) if f is None]
+        dense = n <= DENSE_TEXTS
+        # (shingle, row) incidences for the table: every window folded now, and the sets of
+        # the other texts (remembered, or too short to fold)
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        from_sets = [i for i, f in enumerate(found) if f is not None]
+        if missing:
+            lists = [tokens[i] or [] for i in missing]
+            lens = [len(t) for t in lists]
+            if sum(lens) >= size > 1:
+                fresh, folded = _fold_many(lists, lens, size, self)
+                if dense:
+                    rows_of = np.asarray(missing, dtype=np.intp) if from_sets else None
+                    parts.append((folded, _window_rows(folded, lens, size, rows_of, n)))
+                    from_sets.extend(i for i, k in zip(missing, lens, strict=True) if 0 < k < size)
+            else:
+                fresh = [shingles(t, size, self) for t in lists]
+                from_sets = list(range(n))
+            self.sets.put_many([(texts[i], size) for i in missing], fresh)
+            for i, f in zip(missing, fresh, strict=True):
+                found[i] = f
+        sets = [f for f in found if f is not None]
+        norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
+        if not dense:
+            return TextOverlaps(sets, norms, None)
+        if from_sets or not parts:
+            parts.append(_set_incidence(sets, from_sets))
+        if len(parts) == 1:
+            grams, rows = parts[0]
+        else:
+            grams = np.concatenate([g for g, _ in parts])
+            rows = np.concatenate([r for _, r in parts])
+        return TextOverlaps(sets, norms, _common_counts(grams, rows, n))
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:

@@ -31,7 +31,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -48,7 +48,7 @@ from ctxbudget.schemas import (
     Piece,
     RoutedBatch,
 )
-from ctxbudget.text import ShingleCache, ShingleIndex, containment, jaccard
+from ctxbudget.text import ShingleCache, ShingleIndex, containment, index_sets, jaccard
 
 PIECE_SEPARATOR = "\n"
 #: Shingle containment at or above which a passage is a verbatim copy of another.
@@ -58,6 +58,8 @@ VERBATIM = 0.95
 #: window, an article that quotes only the lead) does not.
 CANONICAL_KEEP = 0.8
 _Key = Callable[[int], tuple[int, float, float, str]]
+#: A slice of one chunk placed in a unit's text: (chunk_id, start, end, at), as in :class:`Piece`.
+_Piece = tuple[str, int, int, int]
 
 
 def primary_score_field(cands: Iterable[Candidate]) -> str:
@@ -106,20 +108,18 @@ def version_key(
     return (nums, published_at or "", version or "")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Unit:
     """A text made of one or more candidates of one document (merged spans, one parent)."""
 
     members: list[int]
     text: str
-    pieces: list[Piece]
+    pieces: list[_Piece]
     span_start: int | None
     best: int = -1
-    shingle_set: frozenset[int] = field(default=frozenset())
+    shingle_set: frozenset[int] = frozenset()
     #: ``normalize(text)``: equal for exact duplicates.
     norm: str = ""
-    #: The shingles of ``shingle_set`` that another unit of the batch holds too.
-    shared: set[int] = field(default_factory=set)
 
 
 class Consolidator:
@@ -157,8 +157,8 @@ class Consolidator:
         alive = self._collapse_ids(routed.admissible, cands, key, dropped)
         if not routed.history:
             alive = self._drop_stale(alive, cands, batch.query.as_of, dropped)
-        units, repeated = self._build_units(alive, cands, key)
-        items = self._families(units, repeated, cands, key, fld, dropped)
+        units, common = self._build_units(alive, cands, key)
+        items = self._families(units, common, cands, fld, dropped)
         dropped.sort(key=lambda f: (f.chunk_id, f.reason))
         return ConsolidatedBatch(
             request_id=routed.request_id, routed=routed, items=tuple(items), dropped=tuple(dropped)
@@ -231,40 +231,44 @@ class Consolidator:
 
     def _build_units(
         self, alive: list[int], cands: Sequence[Candidate], key: _Key
-    ) -> tuple[list[_Unit], dict[int, int]]:
-        """The units, and how many units hold each shingle that more than one holds."""
+    ) -> tuple[list[_Unit], np.ndarray | None]:
+        """The units, best-ranked first (by their best-ranked member), and how many shingles
+        each two of them share (:func:`~ctxbudget.text.common_shingles`).
+
+        ``alive`` lists each document's candidates in ``chunk_id`` order (both earlier steps
+        keep that order), which the span merge relies on for its ties."""
         by_doc: dict[str, list[int]] = defaultdict(list)
-        for i in sorted(alive, key=lambda i: cands[i].chunk_id):
+        for i in alive:
             by_doc[cands[i].doc_id].append(i)
         units: list[_Unit] = []
         for doc in sorted(by_doc):
-            doc_units = _merge_spans(by_doc[doc], cands)
-            units.extend(_group_parents(doc_units, cands))
+            group = by_doc[doc]
+            if len(group) == 1:
+                units.append(_single_unit(group[0], cands[group[0]]))
+            else:
+                units.extend(_group_parents(_merge_spans(group, cands), cands))
+        for u in units:
+            u.best = u.members[0] if len(u.members) == 1 else min(u.members, key=key)
+        units.sort(key=lambda u: key(u.best))
         size = self.policy.near_duplicate.shingle_words
-        index, norms = self.shingles.text_features([u.text for u in units], size)
-        for u, shingle_set, shared, norm in zip(
-            units, index.sets, index.shared, norms, strict=True
-        ):
-            u.best = min(u.members, key=key)
+        found = self.shingles.text_overlaps([u.text for u in units], size)
+        for u, shingle_set, norm in zip(units, found.sets, found.norms, strict=True):
             u.shingle_set = shingle_set
-            u.shared = shared
             u.norm = norm
-        return units, index.repeated
+        return units, found.common
 
     # -- 4. families
 
     def _families(
         self,
         units: list[_Unit],
-        repeated: dict[int, int],
+        common: np.ndarray | None,
         cands: Sequence[Candidate],
-        key: _Key,
         fld: str,
         dropped: list[CandidateFate],
     ) -> list[ConsolidatedItem]:
-        units.sort(key=lambda u: key(u.best))
         exact = [u.norm for u in units]
-        sets = self._join_copies(units, repeated, cands, exact)
+        sets = self._join_copies(units, common, cands, exact)
         families: dict[int, list[int]] = defaultdict(list)
         for u in range(len(units)):
             families[sets.find(u)].append(u)
@@ -319,7 +323,7 @@ class Consolidator:
     def _join_copies(
         self,
         units: list[_Unit],
-        repeated: dict[int, int],
+        common: np.ndarray | None,
         cands: Sequence[Candidate],
         exact: list[str],
     ) -> _Disjoint:
@@ -328,7 +332,9 @@ class Consolidator:
         # Exact copies (the same normalised text) are one family, whatever their sources.
         first_by_text: dict[str, int] = {}
         for u, text in enumerate(exact):
-            sets.union(first_by_text.setdefault(text, u), u)
+            first = first_by_text.setdefault(text, u)
+            if first != u:
+                sets.union(first, u)
         # Units with the same shingle set are copies by every measure (containment 1): one
         # family, which its first unit stands for in the pairwise work, so identical
         # passages cost one hash each instead of a pair with every other copy.
@@ -336,7 +342,7 @@ class Consolidator:
         for rep, members in groups.items():
             for u in members[1:]:
                 sets.union(rep, u)
-        for a, b in self._near_pairs(units, repeated, groups):
+        for a, b in self._near_pairs(units, common, groups):
             if self._groups_join(groups[a], groups[b], units, cands):
                 sets.union(a, b)
         cosine = self.policy.near_duplicate.cosine
@@ -366,22 +372,28 @@ class Consolidator:
         return not sides[0].isdisjoint(sides[1])  # one source on both sides: a copy
 
     def _near_pairs(
-        self, units: list[_Unit], repeated: dict[int, int], groups: dict[int, list[int]]
+        self, units: list[_Unit], common: np.ndarray | None, groups: dict[int, list[int]]
     ) -> list[tuple[int, int]]:
-        """Near-duplicate pairs among the groups' first units (sorted)."""
+        """Near-duplicate pairs among the groups' first units (sorted).
+
+        With the table of shared shingles at hand and a work bound within ``max_pair_checks``
+        (:func:`_pair_work_bound`), every pair is tested at once from the table; otherwise
+        :func:`near_duplicate_pairs` counts the work exactly (and raises beyond the budget).
+        Both give the pairs that share a shingle and pass the thresholds."""
         nd = self.policy.near_duplicate
-        if len(groups) == len(units):
-            index = ShingleIndex(
-                [u.shingle_set for u in units], repeated, [u.shared for u in units]
-            )
-            reps = list(range(len(units)))
+        reps = list(groups)  # the first unit of each group, in ascending order
+        sets = [units[r].shingle_set for r in reps]
+        if common is not None and _pair_work_bound(sets) <= self.max_pair_checks:
+            if len(reps) < len(units):
+                common = common[np.ix_(reps, reps)]
+            found = _table_pairs(common, nd.jaccard, nd.containment)
         else:
-            reps = sorted(groups)
-            index = _index_of([units[r] for r in reps], repeated)
-        found = near_duplicate_pairs(
-            index, nd.jaccard, nd.containment, max_checks=self.max_pair_checks
-        )
-        return sorted((reps[a], reps[b]) for a, b in found)
+            found = sorted(
+                near_duplicate_pairs(
+                    index_sets(sets), nd.jaccard, nd.containment, max_checks=self.max_pair_checks
+                )
+            )
+        return [(reps[a], reps[b]) for a, b in found]
 
     def _item(
         self,
@@ -395,41 +407,75 @@ class Consolidator:
         root = family[0]
         rep_unit = units[root]
         rep = cands[rep_unit.best]
-        best = cands[units[min(family)].best]
-        rest = sorted(
-            (m for m in rep_unit.members if m != rep_unit.best), key=lambda m: cands[m].chunk_id
-        )
-        members = [rep_unit.best, *rest]
-        sources = [rep.source_id]
-        seen = {rep.source_id}
-        for u in family[1:]:  # family[0] represents the family (``_canonical_first``)
-            unit = units[u]
-            reason: DropReason = "duplicate" if exact[u] == exact[root] else "near_duplicate"
-            for m in sorted(unit.members, key=lambda m: cands[m].chunk_id):
-                members.append(m)
-                dropped.append(
-                    CandidateFate(chunk_id=cands[m].chunk_id, reason=reason, kept_as=rep.chunk_id)
-                )
-                if cands[m].source_id not in seen:
-                    seen.add(cands[m].source_id)
-                    sources.append(cands[m].source_id)
+        if len(family) == 1 and len(rep_unit.members) == 1:  # one candidate: nothing merged
+            best = rep
+            members: tuple[int, ...] = (rep_unit.best,)
+            chunk_ids: tuple[str, ...] = (rep.chunk_id,)
+            sources: tuple[str, ...] = (rep.source_id,)
+        else:
+            best = cands[units[min(family)].best]
+            members, sources = _family_members(family, units, cands, exact, dropped)
+            chunk_ids = tuple(cands[m].chunk_id for m in members)
         return ConsolidatedItem(
             item_id=rep.chunk_id,
-            members=tuple(members),
+            members=members,
             unit_size=len(rep_unit.members),
-            chunk_ids=tuple(cands[m].chunk_id for m in members),
+            chunk_ids=chunk_ids,
             doc_id=rep.doc_id,
             source_id=rep.source_id,
-            source_ids=tuple(sources),
+            source_ids=sources,
             title=rep.title,
             version=rep.version,
             published_at=rep.published_at,
             text=rep_unit.text,
-            pieces=tuple(rep_unit.pieces),
+            pieces=tuple(
+                Piece(chunk_id=cid, start=start, end=end, at=at)
+                for cid, start, end, at in rep_unit.pieces
+            ),
             score=_score(best, fld),
             authority=self.policy.authority_of(rep.source_id, rep.authority),
             span_start=rep_unit.span_start,
         )
+
+
+def _family_members(
+    family: list[int],
+    units: list[_Unit],
+    cands: Sequence[Candidate],
+    exact: list[str],
+    dropped: list[CandidateFate],
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The candidates of a family: its representative, the rest of its unit, then each other
+    unit's, each unit's in ``chunk_id`` order. And the sources of the representative and of
+    the copies, first seen first. Each copy left out is recorded in ``dropped``."""
+    root = family[0]  # represents the family (``_canonical_first``)
+    rep_unit = units[root]
+    rep = cands[rep_unit.best]
+    rest = sorted(
+        (m for m in rep_unit.members if m != rep_unit.best), key=lambda m: cands[m].chunk_id
+    )
+    members = [rep_unit.best, *rest]
+    sources = {rep.source_id: None}
+    for u in family[1:]:
+        unit = units[u]
+        reason: DropReason = "duplicate" if exact[u] == exact[root] else "near_duplicate"
+        for m in sorted(unit.members, key=lambda m: cands[m].chunk_id):
+            c = cands[m]
+            members.append(m)
+            sources.setdefault(c.source_id, None)
+            dropped.append(CandidateFate(chunk_id=c.chunk_id, reason=reason, kept_as=rep.chunk_id))
+    return tuple(members), tuple(sources)
+
+
+def _single_unit(i: int, c: Candidate) -> _Unit:
+    """The unit of a document's only candidate (what the span merge and the parent grouping
+    make of one candidate)."""
+    return _Unit(
+        members=[i],
+        text=c.text,
+        span_start=c.span.start if c.span is not None else None,
+        pieces=[(c.chunk_id, 0, len(c.text), 0)],
+    )
 
 
 def _published_by(c: Candidate, as_of: str | None) -> bool:
@@ -459,9 +505,7 @@ def _merge_spans(group: list[int], cands: Sequence[Candidate]) -> list[_Unit]:
         if last is not None and c.span.start <= end:
             if c.span.end > end:
                 skip = end - c.span.start
-                last.pieces.append(
-                    Piece(chunk_id=c.chunk_id, start=skip, end=len(c.text), at=length)
-                )
+                last.pieces.append((c.chunk_id, skip, len(c.text), length))
                 parts[-1].append(c.text[skip:])
                 length += len(c.text) - skip
             last.members.append(i)
@@ -471,7 +515,7 @@ def _merge_spans(group: list[int], cands: Sequence[Candidate]) -> list[_Unit]:
                 members=[i],
                 text=c.text,
                 span_start=c.span.start,
-                pieces=[Piece(chunk_id=c.chunk_id, start=0, end=len(c.text), at=0)],
+                pieces=[(c.chunk_id, 0, len(c.text), 0)],
             )
         )
         parts.append([c.text])
@@ -487,7 +531,7 @@ def _merge_spans(group: list[int], cands: Sequence[Candidate]) -> list[_Unit]:
                     members=[i],
                     text=c.text,
                     span_start=c.span.start if c.span else None,
-                    pieces=[Piece(chunk_id=c.chunk_id, start=0, end=len(c.text), at=0)],
+                    pieces=[(c.chunk_id, 0, len(c.text), 0)],
                 )
             )
     return units
@@ -523,7 +567,7 @@ def _group_parents(units: list[_Unit], cands: Sequence[Candidate]) -> list[_Unit
             offset = length + len(PIECE_SEPARATOR)
             length = offset + len(u.text)
             merged.members.extend(u.members)
-            merged.pieces.extend(p.model_copy(update={"at": p.at + offset}) for p in u.pieces)
+            merged.pieces.extend((cid, start, end, at + offset) for cid, start, end, at in u.pieces)
         if len(group) > 1:
             merged.text = PIECE_SEPARATOR.join(u.text for u in group)
         out.append(merged)
@@ -562,21 +606,6 @@ def _same_shingles(units: list[_Unit]) -> dict[int, list[int]]:
     return groups
 
 
-def _index_of(units: list[_Unit], repeated: dict[int, int]) -> ShingleIndex:
-    """The shingle index of ``units`` alone (the first unit of each group of copies).
-
-    ``repeated`` counts the shingles two units or more of the whole batch hold; a shingle
-    outside it is held by one unit, so only those are counted again among ``units``.
-    """
-    counts: Counter[int] = Counter()
-    for u in units:
-        counts.update(u.shared)
-    again = {g: n for g, n in counts.items() if n > 1}
-    return ShingleIndex(
-        [u.shingle_set for u in units], again, [u.shared & again.keys() for u in units]
-    )
-
-
 def _cosine_pairs(
     units: list[_Unit], cands: Sequence[Candidate], threshold: float, max_checks: int
 ) -> list[tuple[int, int]]:
@@ -600,6 +629,36 @@ def _cosine_pairs(
     sim = m @ m.T
     xs, ys = np.nonzero(np.triu(sim, k=1) >= threshold)
     return [(int(x), int(y)) for x, y in zip(xs, ys, strict=True)]
+
+
+def _pair_work_bound(sets: Sequence[frozenset[int]]) -> int:
+    """An upper bound on the work :func:`near_duplicate_pairs` counts for ``sets``.
+
+    A containment probe of a shingle meets at most ``n - 1`` other sets, and a set probes
+    at most all its shingles; the sets whose Jaccard prefixes hold a shingle are at most
+    ``n``, so their pairs are at most ``(n - 1) / 2`` per prefix entry. In all, at most
+    ``3 / 2 * (n - 1)`` times the sets' total size."""
+    return 3 * (len(sets) - 1) * sum(map(len, sets)) // 2
+
+
+def _table_pairs(
+    common: np.ndarray, jaccard_min: float, containment_min: float
+) -> list[tuple[int, int]]:
+    """The pairs ``(a, b)``, ``a < b``, in ascending order, of the sets whose shared-shingle
+    counts ``common`` (sizes on the diagonal, as :func:`~ctxbudget.text.common_shingles`
+    gives) show a shingle in common and a Jaccard index reaching ``jaccard_min`` or a
+    containment reaching ``containment_min``: the pairs :func:`near_duplicate_pairs` finds,
+    tested with the same float64 arithmetic (the counts are exact integers)."""
+    a, b = np.nonzero(np.triu(common, 1))
+    if not len(a):
+        return []
+    inter = common[a, b]
+    sizes = common.diagonal()
+    size_a, size_b = sizes[a], sizes[b]
+    keep = (inter / (size_a + size_b - inter) >= jaccard_min) | (
+        inter / np.minimum(size_a, size_b) >= containment_min
+    )
+    return list(zip(a[keep].tolist(), b[keep].tolist(), strict=True))
 
 
 def near_duplicate_pairs(

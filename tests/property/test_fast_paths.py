@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from ctxbudget import safety
 from ctxbudget.envelope import escape_attr, escape_text
 from ctxbudget.safety import normalization
-from ctxbudget.stages.consolidate import near_duplicate_pairs
+from ctxbudget.stages.consolidate import _pair_work_bound, _table_pairs, near_duplicate_pairs
 from ctxbudget.text import (
     STOPWORDS,
-    _index_sets,
+    ShingleCache,
+    common_shingles,
     containment,
+    index_sets,
     index_shingles,
     jaccard,
     normalize,
@@ -130,7 +132,7 @@ def test_shingles_one_by_one_and_batched_match_the_fold(lists: list[list[str]], 
     assert [shingles(t, size) for t in lists] == expected
     assert shingles_of_many(lists, size) == expected
     index = index_shingles(lists, size)
-    reference = _index_sets(expected)
+    reference = index_sets(expected)
     assert (index.sets, index.repeated, index.shared) == (
         reference.sets,
         reference.repeated,
@@ -164,8 +166,48 @@ def test_prefix_filtering_finds_exactly_the_near_duplicate_pairs(
     sets: list[frozenset[int]], jaccard_min: float, containment_min: float
 ) -> None:
     """Prefix filtering is exact: the pairs of the all-pairs definition, no more, no less."""
-    found = sorted(near_duplicate_pairs(_index_sets(sets), jaccard_min, containment_min))
+    found = sorted(near_duplicate_pairs(index_sets(sets), jaccard_min, containment_min))
     assert found == _plain_pairs(sets, jaccard_min, containment_min)
+
+
+@SETTINGS
+@given(
+    st.lists(st.frozensets(st.integers(0, 40), max_size=25), max_size=10),
+    st.sampled_from([0.0, 0.3, 0.6, 0.8, 1.0]),
+    st.sampled_from([0.0, 0.5, 0.8, 1.0]),
+)
+def test_the_table_of_shared_shingles_finds_the_same_pairs_within_the_work_bound(
+    sets: list[frozenset[int]], jaccard_min: float, containment_min: float
+) -> None:
+    """The dense table holds every pair's overlap; the pairs read from it are the pairs of the
+    prefix filter, whose work never exceeds the bound that lets the table be used."""
+    common = common_shingles(sets)
+    assert common is not None and common.shape == (len(sets), len(sets))
+    for a, sa in enumerate(sets):
+        assert [common[a, b] for b in range(len(sets))] == [len(sa & sb) for sb in sets]
+    found = near_duplicate_pairs(
+        index_sets(sets), jaccard_min, containment_min, max_checks=_pair_work_bound(sets)
+    )
+    assert _table_pairs(common, jaccard_min, containment_min) == sorted(found)
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(["a b c d", "b c d e", "x y", "é b c d", "", "one"]), max_size=8))
+def test_text_overlaps_match_the_definitions_with_or_without_remembered_sets(
+    texts: list[str],
+) -> None:
+    """Sets, normal forms and the shared-shingle table are the same whether the sets were
+    remembered or made now."""
+    cache = ShingleCache()
+    expected_sets = [_plain_shingles(words(t), 2) for t in texts]
+    cache.text_overlaps(texts[::2], 2)
+    for _ in range(2):  # some made and some remembered, then all remembered
+        found = cache.text_overlaps(texts, 2)
+        assert found.sets == expected_sets
+        assert found.norms == [normalize(t) for t in texts]
+        common = common_shingles(expected_sets)
+        assert found.common is not None and common is not None
+        assert (found.common == common).all()
 
 
 @SETTINGS

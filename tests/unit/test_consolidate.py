@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from ctxbudget.codec import encode
+from ctxbudget.errors import LimitError
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Candidate, CandidateBatch, ConsolidatedBatch
 from ctxbudget.stages.consolidate import Consolidator
@@ -202,3 +206,23 @@ def test_a_cheaper_copy_that_lost_content_does_not_represent(store: PolicyStore)
     full = candidate("full", whole, 3.0)
     out = consolidate(store, batch([cut, full]))
     assert [it.item_id for it in out.items] == ["full"]
+
+
+def test_the_exact_pair_search_and_the_shared_shingle_table_agree(store: PolicyStore) -> None:
+    """A pair budget just at the exact work (far under the bound the table needs) makes the
+    prefix filter find the copies: the same batch as the table gives."""
+    copies = [
+        candidate(f"copy{i}", f"Reposted from newswire {i}: " + PRESS[: 60 + 20 * i], 1.0 + i)
+        for i in range(5)
+    ]
+    other = candidate("other", "A different passage about pricing tiers and discounts.", 2.5)
+    policy, rules = store.get("default@1")
+    routed = QueryRouter(policy=policy, rules=rules, tokenizers=TokenizerRegistry()).run(
+        batch([*copies, candidate("orig", PRESS, 3.0), other])
+    )
+    with pytest.raises(LimitError) as info:
+        Consolidator(policy=policy, max_pair_checks=1).run(routed)
+    exact = Consolidator(policy=policy, max_pair_checks=info.value.size).run(routed)
+    table = Consolidator(policy=policy).run(routed)
+    assert encode(exact) == encode(table)
+    assert len(table.items) < 7  # copies were found
