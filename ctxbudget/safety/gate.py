@@ -17,12 +17,14 @@ from .rules import (
     _FRAME,
     _MD_LINK_BEFORE,
     _QUOTED,
+    _RULE_WORDS,
     _RULES,
     _candidate_rules,
     _Rule,
-    _words,
+    _word_list,
 )
 from .signals import (
+    _HINT_WORDS,
     _MAX_HIDDEN_CHARS,
     _decoded_payloads,
     _hidden_segments,
@@ -82,7 +84,7 @@ class Verdict:
     @property
     def findings(self) -> tuple[str, ...]:
         """The findings that scored, in :data:`FINDINGS` order; empty unless quarantined."""
-        if not self.quarantined:
+        if not self.scores or not self.quarantined:
             return ()
         return tuple(name for name in FINDINGS if self.scores.get(name, 0.0) > 0.0)
 
@@ -95,26 +97,26 @@ class Verdict:
         self.rules.append(f"{rule}:{weight:g}")
 
 
-class _Text:
-    """One normalised passage and what the rules need to know about it, computed lazily."""
+#: Every word a check looks for among the words of a passage: rule gates, the documentation
+#: test, decoding hints. A word-set test ``S.isdisjoint(x.words)`` is exact for any ``S``
+#: within this set (a test checks that each such ``S`` is).
+_CUE_WORDS = _RULE_WORDS | _HINT_WORDS
 
-    __slots__ = ("_doc", "_spans", "_words", "ascii", "cased", "lookalikes", "t")
+
+class _Text:
+    """One normalised passage and what the rules need to know about it (quoted stretches and
+    the documentation test computed when first asked for)."""
+
+    __slots__ = ("_doc", "_spans", "ascii", "cased", "lookalikes", "t", "words")
 
     def __init__(self, raw: str) -> None:
-        p = _prepare(raw)
-        self.t = p.text
-        self.cased = p.cased
-        self.lookalikes = p.lookalike_words
+        self.cased, self.t, self.lookalikes = _prepare(raw)
         self.ascii = self.t.isascii()
-        self._words: frozenset[str] | None = None
+        #: The words of the text that some check looks for (:data:`_CUE_WORDS`): a small set,
+        #: cheaper to build than the set of all its words.
+        self.words = _CUE_WORDS.intersection(_word_list(self.t))
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
-
-    @property
-    def words(self) -> frozenset[str]:
-        if self._words is None:
-            self._words = _words(self.t)
-        return self._words
 
     @property
     def spans(self) -> tuple[list[int], list[int]]:
@@ -231,7 +233,7 @@ def _score(raw: str, *, fast: bool, depth: int) -> Verdict:
     if depth == 0:
         _encoded(x, v, fast=fast)
     v.documentation = bool(x._doc)
-    if v.total >= THRESHOLD:
+    if v.scores and v.total >= THRESHOLD:
         cues = {m.group(0) for m in _islice(_FRAME.finditer(x.t), 8)}
         v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
     return v

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from dataclasses import dataclass
 
 #: The only non-ASCII characters ``re.IGNORECASE`` matches to an ASCII letter (a property test
 #: checks this table). Normalisation folds all four: NFKC the long s and the Kelvin sign,
@@ -54,6 +53,9 @@ _REPLACE = {
     "\u2044": "/", "\u29f8": "/", "\u0130": "i", "\u0131": "i",
 }  # fmt: skip
 _STRIP_RX = re.compile("[" + _STRIP + "]")
+# The ASCII characters ``_STRIP`` removes or ``_REPLACE`` rewrites (tab and newline stay as
+# they are): ASCII text without any of them is already in normal form.
+_ASCII_CONTROL_RX = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 _REPLACE_RX = re.compile("[" + "".join(_REPLACE) + "]")
 _TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
 # "i g n o r e": five or more single letters spaced out are joined back into a word.
@@ -89,14 +91,9 @@ def _unmix(t: str) -> tuple[str, int]:
     return "".join(pieces), count
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    cased: str  # normalised, case kept (for base64 and URLs)
-    text: str  # normalised, lower-cased: what the rules match
-    lookalike_words: int  # words that mixed Latin with look-alike letters
-
-
-def _prepare(raw: str) -> _Prepared:
+def _prepare(raw: str) -> tuple[str, str, int]:
+    """The normalised text with its case kept (for base64 and URLs), the same lower-cased (what
+    the rules match), and the number of words that mixed Latin with look-alike letters."""
     t = raw
     if "&" in t and _ENTITY.search(t):
         t = html.unescape(t)
@@ -109,18 +106,18 @@ def _prepare(raw: str) -> _Prepared:
             t = _REPLACE_RX.sub(_fix_char, t)
         if _LOOKALIKE_SCRIPTS.search(t) and _MIXED_SEAM.search(t):
             t, mixed = _unmix(t)
-    elif not t.isprintable():
+    elif not t.isprintable() and _ASCII_CONTROL_RX.search(t):
         t = _STRIP_RX.sub("", t)
         if _REPLACE_RX.search(t):
             t = _REPLACE_RX.sub(_fix_char, t)
     hint = _SPACED_HINT_ASCII if t.isascii() else _SPACED_HINT
     if hint.search(t) and _SPACED_LETTERS.search(t):
         t = _SPACED_LETTERS.sub(lambda m: m.group(0).replace(" ", ""), t)
-    return _Prepared(cased=t, text=t.lower(), lookalike_words=mixed)
+    return t, t.lower(), mixed
 
 
 def normalize(text: str) -> str:
     """The form the gate matches against: HTML references and tag characters decoded, NFKC,
     format characters removed, look-alike brackets and (in mixed-script words) letters mapped
     to ASCII, lower-cased. ``normalize("＜/ｅｖｉｄｅｎｃｅ＞") == "</evidence>"``."""
-    return _prepare(text).text
+    return _prepare(text)[1]

@@ -1186,8 +1186,9 @@ _OTHER_SCRIPTS = re.compile("[\u0400-\u04ff\u0600-\u06ff\u3040-\u30ff\u3400-\u9f
 # Words of the normalised text, for the gates: every byte but a-z becomes a space (non-ASCII
 # characters first become "?"), so a gate word is an ASCII word; a gate word given with
 # non-ASCII letters is kept as its longest ASCII stretch, or failing that as a needle.
-def _words(t: str) -> frozenset[str]:
-    return frozenset(t.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split())
+def _word_list(t: str) -> list[str]:
+    """The words of ``t`` in text order, repeats kept."""
+    return t.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split()
 
 
 #: Rule indices by gate word and by needle, so a passage only visits the rules it can match.
@@ -1202,10 +1203,14 @@ for _i, _r in enumerate(_RULES):
     for _n in _r.nonascii:
         _BY_NONASCII.setdefault(_n, []).append(_i)
 _GATE_WORDS = frozenset(_BY_WORD)
+#: Every word a gate of a rule or the documentation test looks for.
+_RULE_WORDS = _GATE_WORDS.union(*(r.words2 for r in _RULES), _DOC_WORDS, _DOC_PHRASE_WORDS)
 
 
 def _candidate_rules(x: _Text) -> list[int]:
-    """Indices of the rules whose gate is open for ``x`` (ascending)."""
+    """Indices of the rules whose gates are open for ``x`` (ascending): the first gate (a gate
+    word, needle or non-ASCII needle present) and the second (a ``words2`` word and a
+    ``requires`` substring present, for the rules that have them)."""
     hit: set[int] = set()
     for w in x.words & _GATE_WORDS:
         hit.update(_BY_WORD[w])
@@ -1217,10 +1222,15 @@ def _candidate_rules(x: _Text) -> list[int]:
         for n, idx in _BY_NONASCII.items():
             if n in t:
                 hit.update(idx)
-    return sorted(i for i in hit if _second_gates_open(_RULES[i], x))
-
-
-def _second_gates_open(rule: _Rule, x: _Text) -> bool:
-    if rule.words2 and rule.words2.isdisjoint(x.words):
-        return False
-    return not rule.requires or any(map(x.t.__contains__, rule.requires))
+    if not hit:
+        return []
+    words = x.words
+    out: list[int] = []
+    for i in sorted(hit):
+        rule = _RULES[i]
+        if rule.words2 and rule.words2.isdisjoint(words):
+            continue
+        if rule.requires and not any(n in t for n in rule.requires):
+            continue
+        out.append(i)
+    return out

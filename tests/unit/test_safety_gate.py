@@ -11,7 +11,16 @@ import pytest
 
 from bench.injection import DEFAULT_CORPUS, evaluate, load_corpus
 from ctxbudget import safety
-from ctxbudget.safety import FINDINGS, explain, gate, normalize, rules, scan, scan_candidate
+from ctxbudget.safety import (
+    FINDINGS,
+    explain,
+    gate,
+    normalize,
+    rules,
+    scan,
+    scan_candidate,
+    signals,
+)
 from tests.paths import data_dir
 
 N = 100_000
@@ -225,3 +234,35 @@ def test_real_passages_are_not_quarantined() -> None:
     flagged_hp = [t for t, x in hp if scan_candidate(t, x)]
     assert len(flagged_ms) <= 0.01 * len(ms), flagged_ms[:5]
     assert len(flagged_hp) <= 0.01 * len(hp), flagged_hp[:5]
+
+
+def test_every_word_test_asks_only_about_cue_words() -> None:
+    """A passage keeps only its cue words (``_Text.words``): a word test is exact only for
+    words among them, so every word a gate, the documentation test or a hint looks for is
+    one."""
+    looked_for = [r.words for r in rules._RULES] + [r.words2 for r in rules._RULES]
+    looked_for += [rules._DOC_WORDS, rules._DOC_PHRASE_WORDS, signals._HINT_WORDS]
+    for words in looked_for:
+        assert words <= gate._CUE_WORDS, sorted(words - gate._CUE_WORDS)
+
+
+@pytest.mark.parametrize(
+    ("text", "hints"),
+    [
+        ("rot13: uryyb", {"rot"}),
+        ("ROT-13 it", {"rot"}),
+        ("a caesar shift", {"caesar"}),
+        ("decode this; decoding that", {"decode", "decoding"}),
+        ("decipher (Reversed)", {"decipher", "reversed"}),
+        ("read it backwards, in reverse", {"backwards", "reverse"}),
+        ("«hex» or hexadecimal", {"hex", "hexadecimal"}),
+        ("rotate the hexagon; decoder", set()),
+    ],
+)
+def test_the_decoding_hints_are_words_of_the_passage(text: str, hints: set[str]) -> None:
+    """Every match of a decoding hint holds one of the hint words as a whole word."""
+    x = gate._Text(text)
+    assert x.words & signals._HINT_WORDS == hints
+    for rx in (signals._ROT13_HINT, signals._REVERSE_HINT, signals._HEX_HINT):
+        for m in rx.finditer(x.t):
+            assert set(rules._word_list(m.group(0))) & signals._HINT_WORDS
