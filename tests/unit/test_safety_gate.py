@@ -266,3 +266,23 @@ def test_the_decoding_hints_are_words_of_the_passage(text: str, hints: set[str])
     for rx in (signals._ROT13_HINT, signals._REVERSE_HINT, signals._HEX_HINT):
         for m in rx.finditer(x.t):
             assert set(rules._word_list(m.group(0))) & signals._HINT_WORDS
+
+
+def test_scan_stops_short_yet_reports_what_explain_does() -> None:
+    """scan() skips the rules whose finding has already scored once the quarantine is settled,
+    and the frame penalty then; its findings are explain()'s on every corpus passage, alone and
+    with a second passage appended (more findings, more settling)."""
+    texts = [p.text if not p.title else f"{p.title}\n{p.text}" for p in load_corpus()]
+    for a, b in zip(texts, texts[1:] + texts[:1], strict=True):
+        for text in (a, f"{a}\n{b}"):
+            assert scan(text) == explain(text).findings, text
+
+
+def test_only_rules_of_single_finding_groups_are_skippable() -> None:
+    """A rule in a group that spans findings is never skipped: the best weight its group
+    remembers trims the later rules of other findings."""
+    findings_of: dict[str | None, set[str]] = {}
+    for r in rules._RULES:
+        findings_of.setdefault(r.group, set()).add(r.finding)
+    for r, skippable in zip(rules._RULES, rules._SKIPPABLE, strict=True):
+        assert skippable == (r.group is None or len(findings_of[r.group]) == 1), r.name
