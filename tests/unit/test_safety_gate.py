@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.injection import DEFAULT_CORPUS, evaluate, load_corpus
 from ctxbudget import safety
@@ -15,6 +17,7 @@ from ctxbudget.safety import (
     FINDINGS,
     explain,
     gate,
+    normalization,
     normalize,
     rules,
     scan,
@@ -286,3 +289,29 @@ def test_only_rules_of_single_finding_groups_are_skippable() -> None:
         findings_of.setdefault(r.group, set()).add(r.finding)
     for r, skippable in zip(rules._RULES, rules._SKIPPABLE, strict=True):
         assert skippable == (r.group is None or len(findings_of[r.group]) == 1), r.name
+
+
+def test_the_ascii_classes_stand_for_the_normalisation_regexes() -> None:
+    """ASCII text is checked on one translation: NUL marks exactly the characters the strip
+    and replace patterns touch, and " a a a " is where the spaced-letters hint matches."""
+    classes = normalization._ASCII_CLASSES
+    for c in range(128):
+        ch = chr(c)
+        touched = bool(normalization._STRIP_RX.match(ch) or normalization._REPLACE_RX.match(ch))
+        assert (bytes([c]).translate(classes) == b"\0") == touched, c
+    samples = [" a b c ", "x Y z Q", " a  b c ", " a b 1 ", "i g n o r e", " a\tb c ", "a. b c d "]
+    for text in samples:
+        spaced = b" a a a " in text.encode("ascii").translate(classes)
+        assert spaced == bool(normalization._SPACED_HINT_ASCII.search(text)), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aBz .:\n\t\r\x00\x07\x0b\x1f\x7f&;#", max_size=40))
+def test_ascii_normalisation_matches_its_regex_form(text: str) -> None:
+    """The one-translation path for ASCII text normalises as the regexes say it should."""
+    t = text
+    if normalization._STRIP_RX.search(t) or normalization._REPLACE_RX.search(t):
+        t = normalization._STRIP_RX.sub("", t)
+        t = normalization._REPLACE_RX.sub(normalization._fix_char, t)
+    t = normalization._SPACED_LETTERS.sub(lambda m: m.group(0).replace(" ", ""), t)
+    assert normalization._prepare_ascii(text) == (t, t.lower(), 0)
