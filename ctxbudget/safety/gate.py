@@ -245,7 +245,8 @@ def _score(raw: str, *, fast: bool, depth: int, complete: bool = True) -> Verdic
         if weight > 0.0 and not complete:
             settled = sum(scores.values()) >= _SETTLED
     url_weight, url_rule = _url_signal(x.cased)
-    v.add("exfiltration", url_weight, url_rule)
+    if url_weight:
+        v.add("exfiltration", url_weight, url_rule)
     _hidden_text(x, v, fast=fast)
     if depth == 0:
         _encoded(x, v, fast=fast, complete=complete)

@@ -169,6 +169,8 @@ def _decoded_payloads(x: _Text) -> list[str]:
             )
         )
     words = x.words
+    if not out and _HINT_WORDS.isdisjoint(words):
+        return out
     if not _ROT13_WORDS.isdisjoint(words) and _ROT13_HINT.search(t):
         out.append(codecs.encode(cased, "rot13"))
     if not _REVERSE_WORDS.isdisjoint(words) and _REVERSE_HINT.search(t):
