@@ -17,12 +17,15 @@ from .rules import (
     _FRAME,
     _MD_LINK_BEFORE,
     _QUOTED,
+    _RULE_WORDS,
     _RULES,
+    _SKIPPABLE,
     _candidate_rules,
     _Rule,
-    _words,
+    _word_list,
 )
 from .signals import (
+    _HINT_WORDS,
     _MAX_HIDDEN_CHARS,
     _decoded_payloads,
     _hidden_segments,
@@ -52,6 +55,8 @@ FINDINGS: tuple[str, ...] = (
 _CAP = 4.0
 #: Most the "describes an attack" frame can take away.
 _MAX_FRAME_PENALTY = 2.0
+#: A sum of finding scores that quarantines a passage whatever its frame penalty.
+_SETTLED = THRESHOLD + _MAX_FRAME_PENALTY
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +87,7 @@ class Verdict:
     @property
     def findings(self) -> tuple[str, ...]:
         """The findings that scored, in :data:`FINDINGS` order; empty unless quarantined."""
-        if not self.quarantined:
+        if not self.scores or not self.quarantined:
             return ()
         return tuple(name for name in FINDINGS if self.scores.get(name, 0.0) > 0.0)
 
@@ -95,26 +100,26 @@ class Verdict:
         self.rules.append(f"{rule}:{weight:g}")
 
 
-class _Text:
-    """One normalised passage and what the rules need to know about it, computed lazily."""
+#: Every word a check looks for among the words of a passage: rule gates, the documentation
+#: test, decoding hints. A word-set test ``S.isdisjoint(x.words)`` is exact for any ``S``
+#: within this set (a test checks that each such ``S`` is).
+_CUE_WORDS = _RULE_WORDS | _HINT_WORDS
 
-    __slots__ = ("_doc", "_spans", "_words", "ascii", "cased", "lookalikes", "t")
+
+class _Text:
+    """One normalised passage and what the rules need to know about it (quoted stretches and
+    the documentation test computed when first asked for)."""
+
+    __slots__ = ("_doc", "_spans", "ascii", "cased", "lookalikes", "t", "words")
 
     def __init__(self, raw: str) -> None:
-        p = _prepare(raw)
-        self.t = p.text
-        self.cased = p.cased
-        self.lookalikes = p.lookalike_words
+        self.cased, self.t, self.lookalikes = _prepare(raw)
         self.ascii = self.t.isascii()
-        self._words: frozenset[str] | None = None
+        #: The words of the text that some check looks for (:data:`_CUE_WORDS`): a small set,
+        #: cheaper to build than the set of all its words.
+        self.words = _CUE_WORDS.intersection(_word_list(self.t))
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
-
-    @property
-    def words(self) -> frozenset[str]:
-        if self._words is None:
-            self._words = _words(self.t)
-        return self._words
 
     @property
     def spans(self) -> tuple[list[int], list[int]]:
@@ -208,15 +213,27 @@ def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
     return i >= 0 and pos < spans[1][i]
 
 
-def _score(raw: str, *, fast: bool, depth: int) -> Verdict:
+def _score(raw: str, *, fast: bool, depth: int, complete: bool = True) -> Verdict:
+    """The verdict on ``raw``: every rule's weight (only the rules whose gates are open when
+    ``fast``), the other signals, and the frame penalty.
+
+    With ``complete`` false, the work stops short once the quarantine is settled (the scores
+    sum to :data:`_SETTLED`): a rule whose finding has already scored is skipped when that can
+    change no other finding (``_SKIPPABLE``), and the frame penalty is not computed. The
+    findings are the same either way; scores, rules and penalty are whole only when complete.
+    """
     v = Verdict()
     _raw_checks(raw, v)
     x = _Text(raw)
     if x.lookalikes:
         v.add("homoglyphs", 1.0, "mixed_script_words")
+    scores = v.scores
+    settled = not complete and sum(scores.values()) >= _SETTLED
     groups: dict[str, float] = {}
     for i in _candidate_rules(x) if fast else range(len(_RULES)):
         rule = _RULES[i]
+        if settled and rule.finding in scores and _SKIPPABLE[i]:
+            continue
         weight = _rule_weight(rule, x)
         if weight and rule.doc and x.documentation:
             weight /= 2
@@ -225,13 +242,16 @@ def _score(raw: str, *, fast: bool, depth: int) -> Verdict:
             groups[rule.group] = max(best, weight)
             weight = max(0.0, weight - best)
         v.add(rule.finding, weight, rule.name)
+        if weight > 0.0 and not complete:
+            settled = sum(scores.values()) >= _SETTLED
     url_weight, url_rule = _url_signal(x.cased)
-    v.add("exfiltration", url_weight, url_rule)
+    if url_weight:
+        v.add("exfiltration", url_weight, url_rule)
     _hidden_text(x, v, fast=fast)
     if depth == 0:
-        _encoded(x, v, fast=fast)
+        _encoded(x, v, fast=fast, complete=complete)
     v.documentation = bool(x._doc)
-    if v.total >= THRESHOLD:
+    if scores and v.total >= THRESHOLD and (complete or sum(scores.values()) < _SETTLED):
         cues = {m.group(0) for m in _islice(_FRAME.finditer(x.t), 8)}
         v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
     return v
@@ -252,9 +272,9 @@ def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:
             return
 
 
-def _encoded(x: _Text, v: Verdict, *, fast: bool) -> None:
+def _encoded(x: _Text, v: Verdict, *, fast: bool, complete: bool) -> None:
     for decoded in _decoded_payloads(x):
-        inner = _score(decoded, fast=fast, depth=1)
+        inner = _score(decoded, fast=fast, depth=1, complete=complete)
         if inner.quarantined:
             v.add("encoded_payload", 3.0, "decoded:" + "+".join(inner.findings))
             return
@@ -268,7 +288,7 @@ def explain(text: str) -> Verdict:
 def scan(text: str) -> tuple[str, ...]:
     """The names of the findings that quarantine ``text``, in :data:`FINDINGS` order; empty
     when the passage is clean (its score stays below :data:`THRESHOLD`)."""
-    return _score(text, fast=True, depth=0).findings
+    return _score(text, fast=True, depth=0, complete=False).findings
 
 
 def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:

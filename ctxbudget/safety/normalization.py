@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from dataclasses import dataclass
 
 #: The only non-ASCII characters ``re.IGNORECASE`` matches to an ASCII letter (a property test
 #: checks this table). Normalisation folds all four: NFKC the long s and the Kelvin sign,
@@ -54,6 +53,21 @@ _REPLACE = {
     "\u2044": "/", "\u29f8": "/", "\u0130": "i", "\u0131": "i",
 }  # fmt: skip
 _STRIP_RX = re.compile("[" + _STRIP + "]")
+
+
+def _ascii_class(c: int) -> int:
+    """NUL for the ASCII controls that ``_STRIP`` removes or ``_REPLACE`` rewrites (all but tab
+    and newline), "a" for a letter, space for a space, "." for anything else."""
+    if c == 127 or (c < 32 and c not in (9, 10)):
+        return 0
+    if chr(c).isalpha():
+        return ord("a")
+    return c if c == 32 else ord(".")
+
+
+# ASCII text by character class, for the checks on ASCII text in one pass: ``b"\0"`` in it
+# when normalisation has controls to remove, ``b" a a a "`` when ``_SPACED_HINT_ASCII`` matches.
+_ASCII_CLASSES = bytes(_ascii_class(c) for c in range(128)) + bytes(128)
 _REPLACE_RX = re.compile("[" + "".join(_REPLACE) + "]")
 _TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
 # "i g n o r e": five or more single letters spaced out are joined back into a word.
@@ -89,38 +103,47 @@ def _unmix(t: str) -> tuple[str, int]:
     return "".join(pieces), count
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    cased: str  # normalised, case kept (for base64 and URLs)
-    text: str  # normalised, lower-cased: what the rules match
-    lookalike_words: int  # words that mixed Latin with look-alike letters
-
-
-def _prepare(raw: str) -> _Prepared:
+def _prepare(raw: str) -> tuple[str, str, int]:
+    """The normalised text with its case kept (for base64 and URLs), the same lower-cased (what
+    the rules match), and the number of words that mixed Latin with look-alike letters."""
     t = raw
     if "&" in t and _ENTITY.search(t):
         t = html.unescape(t)
+    if t.isascii():
+        return _prepare_ascii(t)
     mixed = 0
-    if not t.isascii():
-        if _TAG_CHARS.search(t):
-            t = _TAG_CHARS.sub(lambda m: chr(ord(m.group(0)) - 0xE0000), t)
-        t = _STRIP_RX.sub("", unicodedata.normalize("NFKC", t))
-        if _REPLACE_RX.search(t):
-            t = _REPLACE_RX.sub(_fix_char, t)
-        if _LOOKALIKE_SCRIPTS.search(t) and _MIXED_SEAM.search(t):
-            t, mixed = _unmix(t)
-    elif not t.isprintable():
+    if _TAG_CHARS.search(t):
+        t = _TAG_CHARS.sub(lambda m: chr(ord(m.group(0)) - 0xE0000), t)
+    t = _STRIP_RX.sub("", unicodedata.normalize("NFKC", t))
+    if _REPLACE_RX.search(t):
+        t = _REPLACE_RX.sub(_fix_char, t)
+    if _LOOKALIKE_SCRIPTS.search(t) and _MIXED_SEAM.search(t):
+        t, mixed = _unmix(t)
+    hint = _SPACED_HINT_ASCII if t.isascii() else _SPACED_HINT
+    if hint.search(t) and _SPACED_LETTERS.search(t):
+        t = _join_spaced_letters(t)
+    return t, t.lower(), mixed
+
+
+def _prepare_ascii(t: str) -> tuple[str, str, int]:
+    """:func:`_prepare` for ASCII text (no look-alike letters), its tests on one translation."""
+    classes = t.encode("ascii").translate(_ASCII_CLASSES)
+    if b"\0" in classes:
         t = _STRIP_RX.sub("", t)
         if _REPLACE_RX.search(t):
             t = _REPLACE_RX.sub(_fix_char, t)
-    hint = _SPACED_HINT_ASCII if t.isascii() else _SPACED_HINT
-    if hint.search(t) and _SPACED_LETTERS.search(t):
-        t = _SPACED_LETTERS.sub(lambda m: m.group(0).replace(" ", ""), t)
-    return _Prepared(cased=t, text=t.lower(), lookalike_words=mixed)
+        classes = t.encode("ascii").translate(_ASCII_CLASSES)
+    if b" a a a " in classes and _SPACED_LETTERS.search(t):
+        t = _join_spaced_letters(t)
+    return t, t.lower(), 0
+
+
+def _join_spaced_letters(t: str) -> str:
+    return _SPACED_LETTERS.sub(lambda m: m.group(0).replace(" ", ""), t)
 
 
 def normalize(text: str) -> str:
     """The form the gate matches against: HTML references and tag characters decoded, NFKC,
     format characters removed, look-alike brackets and (in mixed-script words) letters mapped
     to ASCII, lower-cased. ``normalize("＜/ｅｖｉｄｅｎｃｅ＞") == "</evidence>"``."""
-    return _prepare(text).text
+    return _prepare(text)[1]

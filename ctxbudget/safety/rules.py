@@ -1137,6 +1137,14 @@ _RULES: tuple[_Rule, ...] = (
     ),
 )  # fmt: skip
 
+#: Per rule: whether skipping it can change no finding but its own. So when its group, if any,
+#: holds rules of its finding only (the best weight a group remembers trims later rules of the
+#: group; across findings, that could decide whether another finding scores).
+_SKIPPABLE: tuple[bool, ...] = tuple(
+    r.group is None or all(o.finding == r.finding for o in _RULES if o.group == r.group)
+    for r in _RULES
+)
+
 # Where an imperative clause may start: after these characters, or after these words.
 _CLAUSE_CHARS = frozenset(".!?;:,\n([\"'“*>-–—")
 _CLAUSE_WORDS = _wordset(
@@ -1186,8 +1194,9 @@ _OTHER_SCRIPTS = re.compile("[\u0400-\u04ff\u0600-\u06ff\u3040-\u30ff\u3400-\u9f
 # Words of the normalised text, for the gates: every byte but a-z becomes a space (non-ASCII
 # characters first become "?"), so a gate word is an ASCII word; a gate word given with
 # non-ASCII letters is kept as its longest ASCII stretch, or failing that as a needle.
-def _words(t: str) -> frozenset[str]:
-    return frozenset(t.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split())
+def _word_list(t: str) -> list[str]:
+    """The words of ``t`` in text order, repeats kept."""
+    return t.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split()
 
 
 #: Rule indices by gate word and by needle, so a passage only visits the rules it can match.
@@ -1204,23 +1213,55 @@ for _i, _r in enumerate(_RULES):
 _GATE_WORDS = frozenset(_BY_WORD)
 
 
+def _guard(needle: str) -> str:
+    """What every text holding ``needle`` holds and prose seldom does: the needle's first
+    character that is not a letter, digit or space (found by a fast scan), else the needle."""
+    return next((c for c in needle if not (c.isalnum() or c.isspace())), needle)
+
+
+#: The needles with their rules, grouped under their guards: a group's needles are looked for
+#: only in a text that holds its guard.
+_NEEDLE_GROUPS: tuple[tuple[str, tuple[tuple[str, list[int]], ...]], ...] = tuple(
+    (guard, tuple((n, idx) for n, idx in _BY_NEEDLE.items() if _guard(n) == guard))
+    for guard in dict.fromkeys(map(_guard, _BY_NEEDLE))
+)
+#: Every word a gate of a rule or the documentation test looks for.
+_RULE_WORDS = _GATE_WORDS.union(*(r.words2 for r in _RULES), _DOC_WORDS, _DOC_PHRASE_WORDS)
+
+
 def _candidate_rules(x: _Text) -> list[int]:
-    """Indices of the rules whose gate is open for ``x`` (ascending)."""
+    """Indices of the rules whose gates are open for ``x`` (ascending): the first gate (a gate
+    word, needle or non-ASCII needle present) and the second (a ``words2`` word and a
+    ``requires`` substring present, for the rules that have them)."""
+    hit = _first_gates_open(x)
+    if not hit:
+        return []
+    t = x.t
+    words = x.words
+    out: list[int] = []
+    for i in sorted(hit):
+        rule = _RULES[i]
+        if rule.words2 and rule.words2.isdisjoint(words):
+            continue
+        if rule.requires and not any(n in t for n in rule.requires):
+            continue
+        out.append(i)
+    return out
+
+
+def _first_gates_open(x: _Text) -> set[int]:
+    """Indices of the rules with a gate word, needle or non-ASCII needle in ``x``."""
     hit: set[int] = set()
     for w in x.words & _GATE_WORDS:
         hit.update(_BY_WORD[w])
     t = x.t
-    for n, idx in _BY_NEEDLE.items():
-        if n in t:
-            hit.update(idx)
+    for guard, needles in _NEEDLE_GROUPS:
+        if guard in t:
+            for n, idx in needles:
+                if n in t:
+                    hit.update(idx)
     if not x.ascii and _OTHER_SCRIPTS.search(t):
         for n, idx in _BY_NONASCII.items():
             if n in t:
                 hit.update(idx)
-    return sorted(i for i in hit if _second_gates_open(_RULES[i], x))
-
-
-def _second_gates_open(rule: _Rule, x: _Text) -> bool:
-    if rule.words2 and rule.words2.isdisjoint(x.words):
-        return False
-    return not rule.requires or any(map(x.t.__contains__, rule.requires))
+    return hit

@@ -58,6 +58,11 @@ _HEX_RUN = re.compile(r"(?<![0-9a-fA-F])(?:[0-9a-fA-F]{2}){12,}")
 _ROT13_HINT = re.compile(r"\brot[ -]?13\b|\bcaesar\b|\bdecod(?:e|ing)\b|\bdecipher\b")
 _REVERSE_HINT = re.compile(r"\b(?:backwards|reversed|in reverse|reverse (?:order|the text))\b")
 _HEX_HINT = re.compile(r"\bhex(?:adecimal)?\b")
+# A word every match of the three hints above holds (as a word of ``_word_list``).
+_ROT13_WORDS = frozenset(("rot", "caesar", "decode", "decoding", "decipher"))
+_REVERSE_WORDS = frozenset(("backwards", "reversed", "reverse"))
+_HEX_WORDS = frozenset(("hex", "hexadecimal"))
+_HINT_WORDS = _ROT13_WORDS | _REVERSE_WORDS | _HEX_WORDS
 _MAX_RUNS = 256  # runs are disjoint: decoding them all is linear in the text
 # Cheap pre-check for a base64 run: alphabet bytes -> "a", others -> " ", look for 24 "a"s.
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
@@ -163,11 +168,14 @@ def _decoded_payloads(x: _Text) -> list[str]:
                 for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
             )
         )
-    if ("rot" in t or "caesar" in t or "decod" in t or "decipher" in t) and _ROT13_HINT.search(t):
+    words = x.words
+    if not out and _HINT_WORDS.isdisjoint(words):
+        return out
+    if not _ROT13_WORDS.isdisjoint(words) and _ROT13_HINT.search(t):
         out.append(codecs.encode(cased, "rot13"))
-    if ("revers" in t or "backwards" in t) and _REVERSE_HINT.search(t):
+    if not _REVERSE_WORDS.isdisjoint(words) and _REVERSE_HINT.search(t):
         out.append(cased[::-1])
-    if "hex" in t and _HEX_HINT.search(t):
+    if not _HEX_WORDS.isdisjoint(words) and _HEX_HINT.search(t):
         out.append(
             _join_decoded(
                 _printable(bytes.fromhex(m.group(0)[:_MAX_DECODE_CHARS]))

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from ctxbudget.budget import build_ledger
 from ctxbudget.memo import BoundedMemo
-from ctxbudget.policy import Policy, PolicyStore, RoutingRules, default_policies_dir
+from ctxbudget.policy import (
+    Policy,
+    PolicyStore,
+    RoutingRule,
+    RoutingRules,
+    default_policies_dir,
+)
 from ctxbudget.safety import scan_candidate
 from ctxbudget.schemas import (
     QUERY_CLASSES,
@@ -45,18 +51,27 @@ def classify(query: Query, rules: RoutingRules, fallback: QueryClass) -> RouteDe
     hint = query.class_hint
     if hint is not None and hint in QUERY_CLASSES:
         return RouteDecision(hint, "class_hint")
-    matched = [r for r in rules.rules if r.regex.search(query.text)]
+    best = _top_matches(query.text, rules)
     suffix = f" (ignored class_hint {hint!r})" if hint is not None else ""
-    if not matched:
+    if not best:
         return RouteDecision(fallback, f"fallback:unmatched{suffix}")
-    top = max(r.priority for r in matched)
-    best = [r for r in matched if r.priority == top]
     classes = sorted({r.query_class for r in best})
     if len(classes) > 1:
         names = ",".join(sorted(r.name for r in best))
         return RouteDecision(fallback, f"fallback:ambiguous[{names}]{suffix}")
     rule = min(best, key=lambda r: r.name)
     return RouteDecision(rule.query_class, rule.name + suffix)
+
+
+def _top_matches(text: str, rules: RoutingRules) -> list[RoutingRule]:
+    """The matching rules of the highest priority any rule matches at, in file order (empty
+    when none matches). Priorities are tried from the highest down, so the patterns of lower
+    priorities are not searched once one matches."""
+    for priority in sorted({r.priority for r in rules.rules}, reverse=True):
+        best = [r for r in rules.rules if r.priority == priority and r.regex.search(text)]
+        if best:
+            return best
+    return []
 
 
 def asks_about_history(query: Query, rules: RoutingRules) -> bool:
@@ -74,6 +89,11 @@ def authorization_problem(batch: CandidateBatch, cand: Candidate) -> str | None:
     if cand.access_label is not None and cand.access_label not in principal.access_labels:
         return "access_label"
     return None
+
+
+def _verdict_bytes(findings: tuple[str, ...]) -> int:
+    """What a memoised verdict weighs, about."""
+    return 96 + 48 * len(findings)
 
 
 class QueryRouter:
@@ -98,7 +118,7 @@ class QueryRouter:
         h.update(b"\x1f")
         h.update(text.encode("utf-8", "surrogatepass"))
         return self.verdicts.get_or_make(
-            h.digest(), lambda: tuple(scan_candidate(title, text)), lambda v: 96 + 48 * len(v)
+            h.digest(), lambda: scan_candidate(title, text), _verdict_bytes
         )
 
     def run(

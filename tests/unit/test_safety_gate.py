@@ -8,10 +8,22 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.injection import DEFAULT_CORPUS, evaluate, load_corpus
 from ctxbudget import safety
-from ctxbudget.safety import FINDINGS, explain, gate, normalize, rules, scan, scan_candidate
+from ctxbudget.safety import (
+    FINDINGS,
+    explain,
+    gate,
+    normalization,
+    normalize,
+    rules,
+    scan,
+    scan_candidate,
+    signals,
+)
 from tests.paths import data_dir
 
 N = 100_000
@@ -225,3 +237,81 @@ def test_real_passages_are_not_quarantined() -> None:
     flagged_hp = [t for t, x in hp if scan_candidate(t, x)]
     assert len(flagged_ms) <= 0.01 * len(ms), flagged_ms[:5]
     assert len(flagged_hp) <= 0.01 * len(hp), flagged_hp[:5]
+
+
+def test_every_word_test_asks_only_about_cue_words() -> None:
+    """A passage keeps only its cue words (``_Text.words``): a word test is exact only for
+    words among them, so every word a gate, the documentation test or a hint looks for is
+    one."""
+    looked_for = [r.words for r in rules._RULES] + [r.words2 for r in rules._RULES]
+    looked_for += [rules._DOC_WORDS, rules._DOC_PHRASE_WORDS, signals._HINT_WORDS]
+    for words in looked_for:
+        assert words <= gate._CUE_WORDS, sorted(words - gate._CUE_WORDS)
+
+
+@pytest.mark.parametrize(
+    ("text", "hints"),
+    [
+        ("rot13: uryyb", {"rot"}),
+        ("ROT-13 it", {"rot"}),
+        ("a caesar shift", {"caesar"}),
+        ("decode this; decoding that", {"decode", "decoding"}),
+        ("decipher (Reversed)", {"decipher", "reversed"}),
+        ("read it backwards, in reverse", {"backwards", "reverse"}),
+        ("«hex» or hexadecimal", {"hex", "hexadecimal"}),
+        ("rotate the hexagon; decoder", set()),
+    ],
+)
+def test_the_decoding_hints_are_words_of_the_passage(text: str, hints: set[str]) -> None:
+    """Every match of a decoding hint holds one of the hint words as a whole word."""
+    x = gate._Text(text)
+    assert x.words & signals._HINT_WORDS == hints
+    for rx in (signals._ROT13_HINT, signals._REVERSE_HINT, signals._HEX_HINT):
+        for m in rx.finditer(x.t):
+            assert set(rules._word_list(m.group(0))) & signals._HINT_WORDS
+
+
+def test_scan_stops_short_yet_reports_what_explain_does() -> None:
+    """scan() skips the rules whose finding has already scored once the quarantine is settled,
+    and the frame penalty then; its findings are explain()'s on every corpus passage, alone and
+    with a second passage appended (more findings, more settling)."""
+    texts = [p.text if not p.title else f"{p.title}\n{p.text}" for p in load_corpus()]
+    for a, b in zip(texts, texts[1:] + texts[:1], strict=True):
+        for text in (a, f"{a}\n{b}"):
+            assert scan(text) == explain(text).findings, text
+
+
+def test_only_rules_of_single_finding_groups_are_skippable() -> None:
+    """A rule in a group that spans findings is never skipped: the best weight its group
+    remembers trims the later rules of other findings."""
+    findings_of: dict[str | None, set[str]] = {}
+    for r in rules._RULES:
+        findings_of.setdefault(r.group, set()).add(r.finding)
+    for r, skippable in zip(rules._RULES, rules._SKIPPABLE, strict=True):
+        assert skippable == (r.group is None or len(findings_of[r.group]) == 1), r.name
+
+
+def test_the_ascii_classes_stand_for_the_normalisation_regexes() -> None:
+    """ASCII text is checked on one translation: NUL marks exactly the characters the strip
+    and replace patterns touch, and " a a a " is where the spaced-letters hint matches."""
+    classes = normalization._ASCII_CLASSES
+    for c in range(128):
+        ch = chr(c)
+        touched = bool(normalization._STRIP_RX.match(ch) or normalization._REPLACE_RX.match(ch))
+        assert (bytes([c]).translate(classes) == b"\0") == touched, c
+    samples = [" a b c ", "x Y z Q", " a  b c ", " a b 1 ", "i g n o r e", " a\tb c ", "a. b c d "]
+    for text in samples:
+        spaced = b" a a a " in text.encode("ascii").translate(classes)
+        assert spaced == bool(normalization._SPACED_HINT_ASCII.search(text)), text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aBz .:\n\t\r\x00\x07\x0b\x1f\x7f&;#", max_size=40))
+def test_ascii_normalisation_matches_its_regex_form(text: str) -> None:
+    """The one-translation path for ASCII text normalises as the regexes say it should."""
+    t = text
+    if normalization._STRIP_RX.search(t) or normalization._REPLACE_RX.search(t):
+        t = normalization._STRIP_RX.sub("", t)
+        t = normalization._REPLACE_RX.sub(normalization._fix_char, t)
+    t = normalization._SPACED_LETTERS.sub(lambda m: m.group(0).replace(" ", ""), t)
+    assert normalization._prepare_ascii(text) == (t, t.lower(), 0)
