@@ -63,34 +63,26 @@ _PROTECTED_WORDS = frozenset(
         "eur",
     ]
 )
-_PROTECTED_PHRASES = (
-    " only if ",
-    " provided that ",
-    " at least ",
-    " at most ",
-    " less than ",
-    " more than ",
+#: Phrases, and month names (an ASCII word of letters opening with a month's first three
+#: letters), read as whole words of a sentence's space-padded words.
+_PROTECTED_PHRASES = re.compile(
+    r" (?:only if|provided that|at least|at most|less than|more than"
+    r"|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*) "
 )
 _CONTRACTIONS = ("can't", "won't", "don't", "doesn't", "isn't", "aren't", "wasn't")
-_MONTHS = frozenset(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-)
 _DIGIT_OR_SIGN = re.compile(r"[\d%°]")
 
 
-def _protected(sentence: str, ws: Sequence[str]) -> bool:
-    """The sentence holds a negation, condition, number, date or unit."""
-    if _DIGIT_OR_SIGN.search(sentence) is not None or not _PROTECTED_WORDS.isdisjoint(ws):
+def _protected(text: str, start: int, end: int, ws: Sequence[str], padded: str) -> bool:
+    """The sentence ``text[start:end]`` holds a negation, condition, number, date or unit.
+    ``ws`` are its words (lower-case) and ``padded`` the same words joined by single spaces,
+    with a space on each side."""
+    if _DIGIT_OR_SIGN.search(text, start, end) is not None:
         return True
-    if not _MONTHS.isdisjoint({w[:3] for w in ws}) and any(
-        w[:3] in _MONTHS and w.isalpha() and w.isascii() for w in ws
-    ):
+    if not _PROTECTED_WORDS.isdisjoint(ws) or _PROTECTED_PHRASES.search(padded) is not None:
         return True
-    padded = " " + " ".join(ws) + " "
-    if any(p in padded for p in _PROTECTED_PHRASES):
-        return True
-    if "'" in sentence:
-        low = sentence.lower()
+    if "'" in text[start:end]:
+        low = text[start:end].lower()
         return any(c in low for c in _CONTRACTIONS)
     return False
 
@@ -171,13 +163,15 @@ def analyse(text: str) -> SentenceAnalysis:
         sentence_words = [flat[s:e].split() for s, e in bounds]
     else:
         sentence_words = [words(text[s:e]) for s, e in bounds]
+    padded = tuple(" " + " ".join(ws) + " " for ws in sentence_words)
     return SentenceAnalysis(
         bounds=bounds,
         stems=tuple(frozenset(map(stem, terms_of(ws))) for ws in sentence_words),
         protected=tuple(
-            _protected(text[s:e], ws) for (s, e), ws in zip(bounds, sentence_words, strict=True)
+            _protected(text, s, e, ws, p)
+            for (s, e), ws, p in zip(bounds, sentence_words, padded, strict=True)
         ),
-        padded=tuple(" " + " ".join(ws) + " " for ws in sentence_words),
+        padded=padded,
     )
 
 

@@ -92,7 +92,6 @@ class _Option:
     rank: int
     rel: float
     auth: float
-    terms: frozenset[str]
     grams: frozenset[int]
     est: int
     header_est: int
@@ -101,7 +100,8 @@ class _Option:
     #: The item's text, and its estimated tokens (for a rough excerpt size).
     text: str = ""
     text_est: int = 0
-    #: The words of the title and text (read for entity look-ups once the item is in).
+    #: The words of the title and text (for facets, and for entity look-ups once the item
+    #: is in).
     words: Sequence[str] = ()
     overlap: float = 0.0
     #: ``terms & qterms``, the query terms the item carries (fixed for the batch).
@@ -424,8 +424,8 @@ class EvidenceSelector:
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
             it = items[i]
             item_words = words(it.text if not it.title else f"{it.title} {it.text}")
-            terms = terms_of(item_words)
-            qhits = terms & qterms
+            # The query terms are terms, so the item's words hold exactly its terms of them.
+            qhits = qterms.intersection(item_words)
             lexical = len(qhits) / len(qterms) if qterms else 0.0
             score = it.score
             if score is None:
@@ -449,7 +449,6 @@ class EvidenceSelector:
                     auth=min(it.authority, 0.2)
                     if flagged.intersection(it.chunk_ids)
                     else it.authority,
-                    terms=terms,
                     grams=grams,
                     est=head + text_est,
                     header_est=head,
@@ -575,7 +574,8 @@ class _Admission:
         return [f for f, done in zip(self.facets, self.facet_done, strict=True) if not done]
 
     def _covers(self, o: _Option, f: frozenset[str]) -> bool:
-        return len(o.terms & f) * 2 >= len(f)
+        """The item carries at least half of the facet's terms."""
+        return len(terms_of(f.intersection(o.words))) * 2 >= len(f)
 
     def _link(self, o: _Option) -> float:
         if o.subject is None or o.subject in self.subjects:
@@ -585,18 +585,26 @@ class _Admission:
     def _prepare(self, options: Sequence[_Option]) -> None:
         """Set the options' admission state for an empty pack, and index them by query
         term, facet and subject."""
+        by_term, by_subject = self.by_term, self.by_subject
         for o in options:
-            o.facet_ids = tuple(k for k, f in enumerate(self.facets) if self._covers(o, f))
+            if self.facets:
+                o.facet_ids = tuple(k for k, f in enumerate(self.facets) if self._covers(o, f))
+                o.open_facets = len(o.facet_ids)
+                for k in o.facet_ids:
+                    self.by_facet[k].append(o)
             o.uncovered = len(o.qhits)
-            o.open_facets = len(o.facet_ids)
             o.neg_rank = -o.rank
             o.stale = True
             for t in o.qhits:
-                self.by_term.setdefault(t, []).append(o)
-            for k in o.facet_ids:
-                self.by_facet[k].append(o)
+                if t in by_term:
+                    by_term[t].append(o)
+                else:
+                    by_term[t] = [o]
             if o.subject is not None:
-                self.by_subject.setdefault(o.subject, []).append(o)
+                if o.subject in by_subject:
+                    by_subject[o.subject].append(o)
+                else:
+                    by_subject[o.subject] = [o]
 
     def utility(self, o: _Option) -> float:
         """The option's utility now (the module docstring); worked out again only when one
