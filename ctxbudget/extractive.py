@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ctxbudget.schemas import EvidenceSpan, Piece
-from ctxbudget.text import content_terms, sentences, terms_of, word_skeleton, words
+from ctxbudget.text import (
+    _abbreviated,
+    _append_trimmed,
+    content_terms,
+    terms_of,
+    word_skeleton,
+    words,
+)
 
 GAP = " … "
 
@@ -150,14 +157,40 @@ class SentenceAnalysis:
     @property
     def weight(self) -> int:
         """About how many bytes it holds (for a byte-bounded memo)."""
-        return 64 + sum(
-            64 + 2 * len(p) + 48 * len(t) for p, t in zip(self.padded, self.stems, strict=True)
+        return (
+            64
+            + 64 * len(self.padded)
+            + 2 * sum(map(len, self.padded))
+            + 48 * sum(map(len, self.stems))
         )
+
+
+#: Where a sentence may end: ``[.!?]`` then closing quotes or brackets then spaces, or a run
+#: of line breaks. :func:`ctxbudget.text.sentences` finds the same ends with a pattern that
+#: opens with a look-behind, which the regex engine tries at every position; this one opens
+#: with one character class, which it scans for.
+_SENTENCE_END = re.compile(r"[.!?\n](?:(?<=\n)\n*|[\"')\]]*\s+)")
+
+
+def sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """:func:`ctxbudget.text.sentences` of ``text`` (equal for every text), found faster."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        end = m.start()
+        if text[end] != "\n":
+            end += 1  # the sentence keeps its closing mark
+            if "\n" not in m.group() and _abbreviated(text[start:end]):
+                continue
+        _append_trimmed(text, start, end, out)
+        start = m.end()
+    _append_trimmed(text, start, len(text), out)
+    return out
 
 
 def analyse(text: str) -> SentenceAnalysis:
     """The :class:`SentenceAnalysis` of ``text``."""
-    bounds = tuple(sentences(text))
+    bounds = tuple(sentence_bounds(text))
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
     if flat is not None:
         sentence_words = [flat[s:e].split() for s, e in bounds]

@@ -102,3 +102,55 @@ def test_facet_terms_of_an_item_are_the_terms_of_its_words_in_the_facet(
     in the facet are still the item's terms in the facet."""
     ws = words(text)
     assert terms_of(facet.intersection(ws)) == terms_of(ws) & facet
+
+
+@SETTINGS
+@given(st.text(alphabet=".!?\n\"')] x\t\r", max_size=40))
+def test_rough_sentence_ends_are_counted_as_the_plain_pattern_counts_them(text: str) -> None:
+    """The rough sentence-end pattern, opened with one character class, finds the same ends
+    as the plain alternation."""
+    from ctxbudget.stages.select import _ROUGH_END
+
+    plain = re.compile(r"[.!?][\"')\]]*\s|\n")
+    assert _ROUGH_END.findall(text) == plain.findall(text)
+
+
+SENTENCE_PIECES = [
+    "Mr.",
+    "U.S.",
+    "e.g.",
+    "St.",
+    "A.",
+    "c.",
+    "Big Stone Gap",
+    "ends.",
+    "ends!",
+    "ends?!",
+    'said."',
+    "(so.)",
+    "x.y",
+    "...",
+    "\n",
+    "\n\n",
+    " \n ",
+    "\t",
+    "\u2028",
+    "\u00a0",
+    "–J.",
+    "İ.",
+]
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from(SENTENCE_PIECES), max_size=20).map(" ".join)
+    | st.lists(st.sampled_from(SENTENCE_PIECES), max_size=20).map("".join)
+    | st.text(alphabet=".!?\n\"')] xMrS\t\u2028", max_size=40)
+)
+def test_sentence_bounds_are_the_sentences(text: str) -> None:
+    """Sentence analysis splits with a pattern that opens with a character class; it finds
+    exactly the sentences :func:`ctxbudget.text.sentences` finds."""
+    from ctxbudget.extractive import sentence_bounds
+    from ctxbudget.text import sentences
+
+    assert sentence_bounds(text) == sentences(text)
