@@ -375,7 +375,7 @@ class EvidenceSelector:
             routed.budget.evidence_budget,
             qterms,
             facets,
-            self._stepper(items, query, rules),
+            self._stepper(items, qterms, rules),
         )
         run.admit_all(options, fates)
         budget_dropped = [o.item for o in run.budget_waiting]
@@ -449,7 +449,7 @@ class EvidenceSelector:
                     rel=rel,
                     # A passage the gate flagged (rendered as low trust) carries no authority.
                     auth=min(it.authority, 0.2)
-                    if flagged.intersection(it.chunk_ids)
+                    if flagged and not flagged.isdisjoint(it.chunk_ids)
                     else it.authority,
                     grams=grams,
                     est=head + text_est,
@@ -475,17 +475,16 @@ class EvidenceSelector:
         return out
 
     def _stepper(
-        self, items: Sequence[ConsolidatedItem], query: Query, rules: ClassPolicy
+        self, items: Sequence[ConsolidatedItem], qterms: frozenset[str], rules: ClassPolicy
     ) -> Callable[[_Option], tuple[int, ...]] | None:
         """How an option's excerpt sizes are worked out (None: the class takes no excerpts)."""
         if not rules.compression or rules.excerpt_sentences <= 0:
             return None
-        qhead = content_terms(query.text)
         links = subject_links(items)
 
         def steps(o: _Option) -> tuple[int, ...]:
             it = items[o.item]
-            return excerpt_steps(it, qhead, links_for(it, links), self.analyse(it.text))
+            return excerpt_steps(it, qterms, links_for(it, links), self.analyse(it.text))
 
         return steps
 
