@@ -190,21 +190,19 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
 
 def analyse(text: str) -> SentenceAnalysis:
     """The :class:`SentenceAnalysis` of ``text``."""
-    bounds = tuple(sentence_bounds(text))
+    bounds = sentence_bounds(text)
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
-    if flat is not None:
-        sentence_words = [flat[s:e].split() for s, e in bounds]
-    else:
-        sentence_words = [words(text[s:e]) for s, e in bounds]
-    padded = tuple(" " + " ".join(ws) + " " for ws in sentence_words)
+    stems: list[frozenset[str]] = []
+    protected: list[bool] = []
+    padded: list[str] = []
+    for s, e in bounds:
+        ws = flat[s:e].split() if flat is not None else words(text[s:e])
+        joined = " " + " ".join(ws) + " "
+        stems.append(frozenset(map(stem, terms_of(ws))))
+        protected.append(_protected(text, s, e, ws, joined))
+        padded.append(joined)
     return SentenceAnalysis(
-        bounds=bounds,
-        stems=tuple(frozenset(map(stem, terms_of(ws))) for ws in sentence_words),
-        protected=tuple(
-            _protected(text, s, e, ws, p)
-            for (s, e), ws, p in zip(bounds, sentence_words, padded, strict=True)
-        ),
-        padded=padded,
+        bounds=tuple(bounds), stems=tuple(stems), protected=tuple(protected), padded=tuple(padded)
     )
 
 
