@@ -575,7 +575,7 @@ class _Admission:
         return [f for f, done in zip(self.facets, self.facet_done, strict=True) if not done]
 
     def _covers(self, o: _Option, f: frozenset[str]) -> bool:
-        """The item carries at least half of the facet's terms."""
+        """At least half of the facet's words are terms of the item."""
         return len(terms_of(f.intersection(o.words))) * 2 >= len(f)
 
     def _link(self, o: _Option) -> float:
@@ -586,7 +586,6 @@ class _Admission:
     def _prepare(self, options: Sequence[_Option]) -> None:
         """Set the options' admission state for an empty pack, and index them by query
         term, facet and subject."""
-        by_term, by_subject = self.by_term, self.by_subject
         for o in options:
             if self.facets:
                 o.facet_ids = tuple(k for k, f in enumerate(self.facets) if self._covers(o, f))
@@ -597,15 +596,9 @@ class _Admission:
             o.neg_rank = -o.rank
             o.stale = True
             for t in o.qhits:
-                if t in by_term:
-                    by_term[t].append(o)
-                else:
-                    by_term[t] = [o]
+                self.by_term.setdefault(t, []).append(o)
             if o.subject is not None:
-                if o.subject in by_subject:
-                    by_subject[o.subject].append(o)
-                else:
-                    by_subject[o.subject] = [o]
+                self.by_subject.setdefault(o.subject, []).append(o)
 
     def utility(self, o: _Option) -> float:
         """The option's utility now (the module docstring); worked out again only when one
