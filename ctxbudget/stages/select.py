@@ -36,6 +36,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Protocol, cast
 
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
@@ -91,12 +92,17 @@ class _Option:
     rank: int
     rel: float
     auth: float
-    terms: frozenset[str]
     grams: frozenset[int]
     est: int
     header_est: int
     match: float
     source: str
+    #: The item's text, and its estimated tokens (for a rough excerpt size).
+    text: str = ""
+    text_est: int = 0
+    #: The words of the title and text (for facets, and for entity look-ups once the item
+    #: is in).
+    words: Sequence[str] = ()
     overlap: float = 0.0
     #: ``terms & qterms``, the query terms the item carries (fixed for the batch).
     qhits: frozenset[str] = frozenset()
@@ -109,25 +115,40 @@ class _Option:
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
     #: smaller than the whole text); worked out when first needed.
     steps: tuple[int, ...] | None = None
-    #: Words of the title and text, space-padded, for entity look-ups.
-    padded: str = ""
-    #: Sentence count, and estimated tokens of the text (for a rough excerpt size).
-    sentence_count: int = 1
-    text_est: int = 0
+    #: Rough sentence count of the text; counted when first needed.
+    sentence_count: int | None = None
+    #: Admission state, kept by :class:`_Admission`: the facets the item covers (their
+    #: indices), how many of its query terms and of those facets are still uncovered, its
+    #: utility and ``-rank`` (the order key), and whether an input of the utility changed
+    #: since the utility was worked out.
+    facet_ids: tuple[int, ...] = ()
+    uncovered: int = 0
+    open_facets: int = 0
+    util: float = 0.0
+    neg_rank: int = 0
+    stale: bool = True
 
     def rough_excerpt(self, n: int) -> int | None:
         """About what an excerpt of ``n`` sentences costs, from the mean sentence length;
         None when the text has no more than ``n`` sentences."""
+        if self.sentence_count is None:
+            self.sentence_count = len(_ROUGH_END.findall(self.text)) + 1
         if self.sentence_count <= n:
             return None
         mean = self.text_est / self.sentence_count
         return self.header_est + math.ceil((2 + n * (mean + 1)) * EXCERPT_SLACK)
 
 
+#: Best first: higher utility, then the better retrieval rank.
+_BEST_FIRST = attrgetter("util", "neg_rank")
+
+
 _CONNECTOR = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or|and|with|to)\s", re.I)
 _COMPARE_LEAD = re.compile(r"\b(?:compare|comparing|difference(?:s)? between|between)\b", re.I)
-#: Sentence ends, roughly (abbreviations count too): for rough excerpt sizes only.
-_ROUGH_END = re.compile(r"[.!?][\"')\]]*\s|\n")
+#: Sentence ends, roughly (abbreviations count too): for rough excerpt sizes only. A line
+#: break, or ``[.!?]`` then closing quotes or brackets then a space; written to open with
+#: one character class, which the regex engine scans for quickly.
+_ROUGH_END = re.compile(r"[.!?\n](?:(?<=\n)|[\"')\]]*\s)")
 _SIGNAL = re.compile(r"\b[a-z]*\d[\w.\-]*\b|\b0x[0-9a-f]+\b", re.I)
 _ENVIRONMENT = frozenset(
     [
@@ -354,7 +375,7 @@ class EvidenceSelector:
             routed.budget.evidence_budget,
             qterms,
             facets,
-            self._stepper(items, query, rules),
+            self._stepper(items, qterms, rules),
         )
         run.admit_all(options, fates)
         budget_dropped = [o.item for o in run.budget_waiting]
@@ -405,8 +426,8 @@ class EvidenceSelector:
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
             it = items[i]
             item_words = words(it.text if not it.title else f"{it.title} {it.text}")
-            terms = terms_of(item_words)
-            qhits = terms & qterms
+            # The query terms are terms, so the item's words hold exactly its terms of them.
+            qhits = qterms.intersection(item_words)
             lexical = len(qhits) / len(qterms) if qterms else 0.0
             score = it.score
             if score is None:
@@ -419,6 +440,7 @@ class EvidenceSelector:
                 hay = f"{it.title or ''} {it.version or ''} {it.text}".lower()
                 match = sum(1 for s in signals if s in hay) / len(signals)
             head = header_estimate(it, defaults)
+            text_est = estimate_tokens(it.text)
             subject = subject_of(it.title) if linking else None
             out.append(
                 _Option(
@@ -427,20 +449,19 @@ class EvidenceSelector:
                     rel=rel,
                     # A passage the gate flagged (rendered as low trust) carries no authority.
                     auth=min(it.authority, 0.2)
-                    if flagged.intersection(it.chunk_ids)
+                    if flagged and not flagged.isdisjoint(it.chunk_ids)
                     else it.authority,
-                    terms=terms,
                     grams=grams,
-                    est=head + estimate_tokens(it.text),
-                    text_est=estimate_tokens(it.text),
-                    sentence_count=len(_ROUGH_END.findall(it.text)) + 1,
+                    est=head + text_est,
                     header_est=head,
                     match=match,
                     source=it.source_id,
+                    text=it.text,
+                    text_est=text_est,
+                    words=item_words,
                     qhits=qhits,
                     subject=subject,
                     named=subject is not None and f" {subject} " in qpadded,
-                    padded=" " + " ".join(item_words) + " " if linking else "",
                 )
             )
         named = {o.subject for o in out if o.named and o.subject is not None}
@@ -454,17 +475,16 @@ class EvidenceSelector:
         return out
 
     def _stepper(
-        self, items: Sequence[ConsolidatedItem], query: Query, rules: ClassPolicy
+        self, items: Sequence[ConsolidatedItem], qterms: frozenset[str], rules: ClassPolicy
     ) -> Callable[[_Option], tuple[int, ...]] | None:
         """How an option's excerpt sizes are worked out (None: the class takes no excerpts)."""
         if not rules.compression or rules.excerpt_sentences <= 0:
             return None
-        qhead = content_terms(query.text)
         links = subject_links(items)
 
         def steps(o: _Option) -> tuple[int, ...]:
             it = items[o.item]
-            return excerpt_steps(it, qhead, links_for(it, links), self.analyse(it.text))
+            return excerpt_steps(it, qterms, links_for(it, links), self.analyse(it.text))
 
         return steps
 
@@ -543,47 +563,66 @@ class _Admission:
         #: Under pressure, items below this share of the first admitted item's utility wait
         #: until the admitted excerpts have grown (``excerpt_floor``).
         self.floor_share = 0.0
+        #: Admitted items' text is searched for the subjects of the others (entity links).
+        self.linking = rules.weights.link > 0
+        #: The options carrying each query term, each facet and each subject: the ones whose
+        #: utility an admission can change through them (filled by :meth:`_prepare`).
+        self.by_term: dict[str, list[_Option]] = {}
+        self.by_facet: list[list[_Option]] = [[] for _ in facets]
+        self.by_subject: dict[str, list[_Option]] = {}
 
     def uncovered_facets(self) -> list[frozenset[str]]:
         return [f for f, done in zip(self.facets, self.facet_done, strict=True) if not done]
 
     def _covers(self, o: _Option, f: frozenset[str]) -> bool:
-        return len(o.terms & f) * 2 >= len(f)
+        """At least half of the facet's words are terms of the item."""
+        return len(terms_of(f.intersection(o.words))) * 2 >= len(f)
 
     def _link(self, o: _Option) -> float:
         if o.subject is None or o.subject in self.subjects:
             return 0.0
         return 1.0 if o.named or o.linked_from is not None else 0.0
 
+    def _prepare(self, options: Sequence[_Option]) -> None:
+        """Set the options' admission state for an empty pack, and index them by query
+        term, facet and subject."""
+        for o in options:
+            if self.facets:
+                o.facet_ids = tuple(k for k, f in enumerate(self.facets) if self._covers(o, f))
+                o.open_facets = len(o.facet_ids)
+                for k in o.facet_ids:
+                    self.by_facet[k].append(o)
+            o.uncovered = len(o.qhits)
+            o.neg_rank = -o.rank
+            o.stale = True
+            for t in o.qhits:
+                self.by_term.setdefault(t, []).append(o)
+            if o.subject is not None:
+                self.by_subject.setdefault(o.subject, []).append(o)
+
     def utility(self, o: _Option) -> float:
-        w = self.rules.weights
-        gain = len(o.qhits - self.covered) / len(self.qterms) if self.qterms else 0.0
-        facet_gain = (
-            sum(
-                1
-                for f, done in zip(self.facets, self.facet_done, strict=True)
-                if not done and self._covers(o, f)
+        """The option's utility now (the module docstring); worked out again only when one
+        of its inputs changed since it was last worked out."""
+        if o.stale:
+            w = self.rules.weights
+            gain = o.uncovered / len(self.qterms) if self.qterms else 0.0
+            facet_gain = o.open_facets if self.facets else 0
+            o.util = (
+                w.relevance * o.rel
+                + w.novelty * (1.0 - o.overlap)
+                + w.authority * o.auth
+                + w.coverage * (gain + facet_gain)
+                + w.match * o.match
+                + w.link * self._link(o)
             )
-            if self.facets
-            else 0
-        )
-        return (
-            w.relevance * o.rel
-            + w.novelty * (1.0 - o.overlap)
-            + w.authority * o.auth
-            + w.coverage * (gain + facet_gain)
-            + w.match * o.match
-            + w.link * self._link(o)
-        )
+            o.stale = False
+        return o.util
 
     def _basis(self, o: _Option) -> tuple[str, ...]:
         out = []
-        if o.qhits - self.covered:
+        if o.uncovered:
             out.append("query_terms")
-        if any(
-            not done and self._covers(o, f)
-            for f, done in zip(self.facets, self.facet_done, strict=True)
-        ):
+        if o.open_facets:
             out.append("facet")
         if self._link(o):
             out.append("named_entity" if o.named else f"bridge:{o.linked_from}")
@@ -621,6 +660,7 @@ class _Admission:
         if self.remaining <= 0:
             self.budget_waiting.extend(options)
             return
+        self._prepare(options)
         self.excerpts = (
             self.rules.compression
             and self.rules.excerpt_sentences > 0
@@ -662,16 +702,19 @@ class _Admission:
         # Utilities and gate outcomes change only when an item is admitted, so between two
         # admissions the items come out in one sorted order: sort once per admission rather
         # than search the pool once per item (k sorts instead of n maxima over n items).
-        pool = list(options)
+        # Only the utilities an admission changed are worked out again.
+        pool = options
         while pool:
-            utility = self.utility
-            ranked = sorted(pool, key=lambda o: (utility(o), -o.rank), reverse=True)
+            for o in pool:
+                if o.stale:
+                    self.utility(o)
+            ranked = sorted(pool, key=_BEST_FIRST, reverse=True)
             pool = []
             for at, best in enumerate(ranked):
                 if (
                     self.floor_share > 0
                     and self.admitted
-                    and utility(best) < self.floor_share * self.admitted[0].utility
+                    and best.util < self.floor_share * self.admitted[0].utility
                 ):
                     later.extend(ranked[at:])
                     break
@@ -722,26 +765,46 @@ class _Admission:
             cost, compress_to = o.est, None
         self._record(o, util, cost, compress_to, basis)
         self.sources[o.source] = self.sources.get(o.source, 0) + 1
-        self.covered.update(o.terms & self.qterms)
-        for k, f in enumerate(self.facets):
-            if not self.facet_done[k] and self._covers(o, f):
+        self._cover(o)
+        self._reach((*pool, *self.budget_waiting), o)
+
+    def _cover(self, o: _Option) -> None:
+        """Mark the query terms, facets and subject of admitted ``o`` as covered, and the
+        options whose utility that changes as stale."""
+        for t in o.qhits - self.covered:
+            self.covered.add(t)
+            for r in self.by_term[t]:
+                r.uncovered -= 1
+                r.stale = True
+        for k in o.facet_ids:
+            if not self.facet_done[k]:
                 self.facet_done[k] = True
-        waiting = (*pool, *self.budget_waiting)
-        if o.subject is not None:
+                for r in self.by_facet[k]:
+                    r.open_facets -= 1
+                    r.stale = True
+        if o.subject is not None and o.subject not in self.subjects:
             self.subjects.add(o.subject)
-        if o.padded:
+            for r in self.by_subject[o.subject]:
+                r.stale = True
+
+    def _reach(self, waiting: Sequence[_Option], o: _Option) -> None:
+        """What admitted ``o`` does to the items still waiting: those whose subject its text
+        mentions are linked from it (the bridge), and their novelty counts its shingles."""
+        if self.linking:
+            padded = ""
             for r in waiting:
-                if (
-                    r.subject is not None
-                    and r.linked_from is None
-                    and not r.named
-                    and f" {r.subject} " in o.padded
-                ):
-                    r.linked_from = o.subject
+                if r.subject is not None and r.linked_from is None and not r.named:
+                    padded = padded or " " + " ".join(o.words) + " "
+                    if f" {r.subject} " in padded:
+                        r.linked_from = o.subject
+                        r.stale = True
         if o.grams:
             for r in waiting:
                 if r.grams:
-                    r.overlap = max(r.overlap, len(r.grams & o.grams) / len(r.grams))
+                    share = len(r.grams & o.grams) / len(r.grams)
+                    if share > r.overlap:
+                        r.overlap = share
+                        r.stale = True
 
     def _record(
         self, o: _Option, util: float, cost: int, compress_to: int | None, basis: tuple[str, ...]

@@ -1,0 +1,156 @@
+"""Selection's and sentence analysis's shortcuts give exactly what the plain definitions give
+(no timing here)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget.extractive import _PROTECTED_WORDS, analyse
+from ctxbudget.text import content_terms, terms_of, words
+
+SETTINGS = settings(max_examples=300, deadline=None)
+
+PIECES = [
+    "May",
+    "mayor",
+    "Jan.",
+    "janx2",
+    "DECember",
+    "Dez",
+    "only if",
+    "Provided that",
+    "at least",
+    "at   most",
+    "less-than",
+    "more than",
+    "don't",
+    "WON'T",
+    "it's",
+    "not",
+    "g",
+    "5",
+    "42%",
+    "3°",
+    "a",
+    "the",
+    "x",
+    "İstanbul",
+    "ſep",
+    "café",
+    "²",
+    "٣",
+    "the Big Stone Gap",
+    ". ",
+    "! ",
+    "\n",
+    " ",
+    ", ",
+]
+texts = st.lists(st.sampled_from(PIECES), max_size=30).map(" ".join) | st.text(
+    alphabet="abjnmyMJ '.\n1%°İſéxt", max_size=60
+)
+
+_PHRASES = (" only if ", " provided that ", " at least ", " at most ", " less than ", " more than ")
+_CONTRACTIONS = ("can't", "won't", "don't", "doesn't", "isn't", "aren't", "wasn't")
+_MONTHS = frozenset(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+)
+
+
+def plain_protected(sentence: str, ws: Sequence[str]) -> bool:
+    """The protected-fact test read word by word: digits and signs, protected words, month
+    names, phrases, contractions."""
+    if re.search(r"[\d%°]", sentence) or not _PROTECTED_WORDS.isdisjoint(ws):
+        return True
+    if any(w[:3] in _MONTHS and w.isalpha() and w.isascii() for w in ws):
+        return True
+    padded = " " + " ".join(ws) + " "
+    if any(p in padded for p in _PHRASES):
+        return True
+    low = sentence.lower()
+    return any(c in low for c in _CONTRACTIONS)
+
+
+@SETTINGS
+@given(texts)
+def test_protected_sentences_match_the_word_by_word_reading(text: str) -> None:
+    """One regex over the padded words finds what the word, month and phrase checks find."""
+    found = analyse(text)
+    want = [plain_protected(text[s:e], words(text[s:e])) for s, e in found.bounds]
+    assert list(found.protected) == want
+
+
+@SETTINGS
+@given(texts, texts)
+def test_query_terms_of_an_item_are_its_words_among_them(text: str, query: str) -> None:
+    """The query's terms an item carries are the query terms among its words (a word is a
+    term or not by itself), so the item's terms need not be built."""
+    qterms = content_terms(query)
+    assert qterms.intersection(words(text)) == terms_of(words(text)) & qterms
+
+
+@SETTINGS
+@given(texts, st.frozensets(st.sampled_from(["x", "5", "the", "may", "stone", "gap", "é", "a"])))
+def test_facet_terms_of_an_item_are_the_terms_of_its_words_in_the_facet(
+    text: str, facet: frozenset[str]
+) -> None:
+    """A facet may hold words that are not terms (one letter); the terms of the item's words
+    in the facet are still the item's terms in the facet."""
+    ws = words(text)
+    assert terms_of(facet.intersection(ws)) == terms_of(ws) & facet
+
+
+@SETTINGS
+@given(st.text(alphabet=".!?\n\"')] x\t\r", max_size=40))
+def test_rough_sentence_ends_are_counted_as_the_plain_pattern_counts_them(text: str) -> None:
+    """The rough sentence-end pattern, opened with one character class, finds the same ends
+    as the plain alternation."""
+    from ctxbudget.stages.select import _ROUGH_END
+
+    plain = re.compile(r"[.!?][\"')\]]*\s|\n")
+    assert _ROUGH_END.findall(text) == plain.findall(text)
+
+
+SENTENCE_PIECES = [
+    "Mr.",
+    "U.S.",
+    "e.g.",
+    "St.",
+    "A.",
+    "c.",
+    "Big Stone Gap",
+    "ends.",
+    "ends!",
+    "ends?!",
+    'said."',
+    "(so.)",
+    "x.y",
+    "...",
+    "\n",
+    "\n\n",
+    " \n ",
+    "\t",
+    "\u2028",
+    "\u00a0",
+    "–J.",
+    "İ.",
+]
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from(SENTENCE_PIECES), max_size=20).map(" ".join)
+    | st.lists(st.sampled_from(SENTENCE_PIECES), max_size=20).map("".join)
+    | st.text(alphabet=".!?\n\"')] xMrS\t\u2028", max_size=40)
+)
+def test_sentence_bounds_are_the_sentences(text: str) -> None:
+    """Sentence analysis splits with a pattern that opens with a character class; it finds
+    exactly the sentences :func:`ctxbudget.text.sentences` finds."""
+    from ctxbudget.extractive import sentence_bounds
+    from ctxbudget.text import sentences
+
+    assert sentence_bounds(text) == sentences(text)
