@@ -16,9 +16,8 @@ from functools import lru_cache
 
 from ctxbudget.schemas import EvidenceSpan, Piece
 from ctxbudget.text import (
-    _abbreviated,
-    _append_trimmed,
     content_terms,
+    sentences,
     terms_of,
     word_skeleton,
     words,
@@ -165,32 +164,9 @@ class SentenceAnalysis:
         )
 
 
-#: Where a sentence may end: ``[.!?]`` then closing quotes or brackets then spaces, or a run
-#: of line breaks. :func:`ctxbudget.text.sentences` finds the same ends with a pattern that
-#: opens with a look-behind, which the regex engine tries at every position; this one opens
-#: with one character class, which it scans for.
-_SENTENCE_END = re.compile(r"[.!?\n](?:(?<=\n)\n*|[\"')\]]*\s+)")
-
-
-def sentence_bounds(text: str) -> list[tuple[int, int]]:
-    """:func:`ctxbudget.text.sentences` of ``text`` (equal for every text), found faster."""
-    out: list[tuple[int, int]] = []
-    start = 0
-    for m in _SENTENCE_END.finditer(text):
-        end = m.start()
-        if text[end] != "\n":
-            end += 1  # the sentence keeps its closing mark
-            if "\n" not in m.group() and _abbreviated(text[start:end]):
-                continue
-        _append_trimmed(text, start, end, out)
-        start = m.end()
-    _append_trimmed(text, start, len(text), out)
-    return out
-
-
 def analyse(text: str) -> SentenceAnalysis:
     """The :class:`SentenceAnalysis` of ``text``."""
-    bounds = sentence_bounds(text)
+    bounds = sentences(text)
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
     stems: list[frozenset[str]] = []
     protected: list[bool] = []

@@ -293,7 +293,7 @@ def _fold_many(
     """The shingle sets, and the folded windows of all the words.
 
     One fold over all the words: the windows that straddle two texts are computed and never
-    used (:func:`_fold_incidence` leaves them out). Needs ``sum(lens) >= size``.
+    used in a set. Needs ``sum(lens) >= size``.
     """
     flat = chain.from_iterable(token_lists)
     ids = np.fromiter(map(cache.word_ids.__getitem__, flat), dtype=np.uint64, count=sum(lens))
@@ -308,26 +308,6 @@ def _fold_many(
             sets.append(shingles(tokens, size, cache))
         at += n
     return sets, folded
-
-
-def _fold_incidence(
-    sets: list[frozenset[int]], folded: np.ndarray, lens: list[int], size: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every shingle of the texts :func:`_fold_many` folded, with the text that holds it
-    (uint64 arrays; a shingle seen in several windows of one text comes once per window).
-
-    The windows inside a text are those that start at most ``size`` words before its end; a
-    text shorter than ``size`` words gives its whole-text shingle instead."""
-    owner = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)[: len(folded)]
-    last_start = np.cumsum(lens) - size
-    inside = np.arange(len(folded)) <= last_start[owner]
-    grams, owners = folded[inside], owner[inside]
-    short = [u for u, n in enumerate(lens) if 0 < n < size]
-    if short:
-        extra_grams, extra_owners = _set_incidence(sets, short)
-        grams = np.concatenate([grams, extra_grams])
-        owners = np.concatenate([owners, extra_owners.astype(np.uint64)])
-    return grams, owners
 
 
 def _set_incidence(
@@ -352,37 +332,8 @@ class ShingleIndex:
     shared: list[set[int]]
 
 
-def index_shingles(
-    token_lists: Sequence[Sequence[str]], size: int, cache: ShingleCache | None = None
-) -> ShingleIndex:
-    """Shingle sets of many texts (one numpy fold), and the shingles repeated among them.
-
-    The repeated shingles are counted in numpy as distinct (shingle, text) pairs, so a
-    shingle no other text holds never reaches a Python loop.
-    """
-    cache = cache if cache is not None else ShingleCache.throwaway()
-    lens = [len(t) for t in token_lists]
-    if sum(lens) < size or size == 1 or len(lens) >= 1 << 16:
-        return index_sets([shingles(t, size, cache) for t in token_lists])
-    sets, folded = _fold_many(token_lists, lens, size, cache)
-    grams, owners = _fold_incidence(sets, folded, lens, size)
-    keys = (grams << np.uint64(16)) | owners
-    keys.sort()
-    pairs = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # distinct (shingle, text)
-    grams = pairs >> np.uint64(16)
-    starts = np.flatnonzero(np.concatenate(([True], grams[1:] != grams[:-1])))
-    counts = np.diff(np.append(starts, len(grams)))
-    many = counts > 1
-    repeated = dict(zip(grams[starts[many]].tolist(), counts[many].tolist(), strict=True))
-    if not repeated:
-        return ShingleIndex(sets, repeated, [set() for _ in sets])
-    again = repeated.keys()
-    return ShingleIndex(sets, repeated, [again & s for s in sets])
-
-
 def index_sets(sets: list[frozenset[int]]) -> ShingleIndex:
-    """The index of shingle sets already made, built with set operations: equal to what
-    :func:`index_shingles` gives for the texts of those sets."""
+    """The :class:`ShingleIndex` of shingle sets already made (set operations only)."""
     seen: set[int] = set()
     again: set[int] = set()
     for s in sets:
@@ -565,15 +516,6 @@ class ShingleCache:
                 found[i] = f
         return [f for f in found if f is not None]
 
-    def text_features(self, texts: Sequence[str], size: int) -> tuple[ShingleIndex, list[str]]:
-        """Shingle index and :func:`normalize` forms of ``texts``, the words split once for
-        both; the sets are remembered."""
-        tokens = [words(t) for t in texts]
-        index = index_shingles(tokens, size, self)
-        self.sets.put_many([(t, size) for t in texts], index.sets)
-        norms = [normalize(t, tok) for t, tok in zip(texts, tokens, strict=True)]
-        return index, norms
-
     def text_overlaps(self, texts: Sequence[str], size: int) -> TextOverlaps:
         """Shingle sets, :func:`normalize` forms and :func:`common_shingles` of ``texts``.
 
@@ -635,7 +577,10 @@ def containment(a: frozenset[int], b: frozenset[int]) -> float:
     return len(a & b) / min(len(a), len(b))
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+#: Where a sentence may end: ``[.!?]`` then closing quotes or brackets then spaces, or a run
+#: of line breaks. The pattern opens with one character class, which the regex engine scans
+#: for (a pattern opening with a look-behind is tried at every position).
+_SENTENCE_END = re.compile(r"[.!?\n](?:(?<=\n)\n*|[\"')\]]*\s+)")
 #: A period after one of these words (or after a single letter: an initial) ends no sentence.
 _ABBREVIATIONS = frozenset(
     [
@@ -698,8 +643,10 @@ def sentences(text: str) -> list[tuple[int, int]]:
     start = 0
     for m in _SENTENCE_END.finditer(text):
         end = m.start()
-        if "\n" not in m.group(0) and _abbreviated(text[start:end]):
-            continue
+        if text[end] != "\n":
+            end += 1  # the sentence keeps its closing mark
+            if "\n" not in m.group() and _abbreviated(text[start:end]):
+                continue
         _append_trimmed(text, start, end, out)
         start = m.end()
     _append_trimmed(text, start, len(text), out)

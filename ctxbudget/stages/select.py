@@ -143,8 +143,6 @@ class _Option:
 _BEST_FIRST = attrgetter("util", "neg_rank")
 
 
-_CONNECTOR = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or|and|with|to)\s", re.I)
-_COMPARE_LEAD = re.compile(r"\b(?:compare|comparing|difference(?:s)? between|between)\b", re.I)
 #: Sentence ends, roughly (abbreviations count too): for rough excerpt sizes only. A line
 #: break, or ``[.!?]`` then closing quotes or brackets then a space; written to open with
 #: one character class, which the regex engine scans for quickly.

@@ -20,7 +20,6 @@ from ctxbudget.text import (
     common_shingles,
     containment,
     index_sets,
-    index_shingles,
     jaccard,
     normalize,
     shingles,
@@ -131,13 +130,6 @@ def test_shingles_one_by_one_and_batched_match_the_fold(lists: list[list[str]], 
     expected = [_plain_shingles(t, size) for t in lists]
     assert [shingles(t, size) for t in lists] == expected
     assert shingles_of_many(lists, size) == expected
-    index = index_shingles(lists, size)
-    reference = index_sets(expected)
-    assert (index.sets, index.repeated, index.shared) == (
-        reference.sets,
-        reference.repeated,
-        reference.shared,
-    )
 
 
 def _plain_pairs(

@@ -360,4 +360,4 @@ def test_shingling_keeps_no_state_between_pipelines() -> None:
     first = a.text_shingles(text, 3)
     assert len(a.sets) == 1 and len(b.sets) == 0 and not b.word_ids
     assert b.text_shingles(text, 3) == first == shingles(words(text), 3)
-    assert a.text_features([text], 3)[0].sets == [first]
+    assert a.text_overlaps([text], 3).sets == [first]
