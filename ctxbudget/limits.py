@@ -136,13 +136,17 @@ def check_batch(
     size = _utf8_len(batch.query.text, cap)
     if size > cap:
         raise _over("query.text", size, cap, "max_text_bytes", " bytes")
+    depth_limit = limits.max_json_depth
     for i, c in enumerate(cands):
         for name, text in () if texts_fit else (("text", c.text), ("title", c.title)):
             size = _utf8_len(text, cap) if text is not None else 0
             if size > cap:
                 raise _over(f"candidates.{i}.{name}", size, cap, "max_text_bytes", " bytes")
-        if c.metadata:
-            _check_depth(c.metadata, f"candidates.{i}.metadata", limits.max_json_depth)
+        metadata = c.metadata
+        # Metadata of plain values sits at _METADATA_DEPTH, which the limits never go below:
+        # only nested values need the walk.
+        if metadata and any(isinstance(v, dict | list) for v in metadata.values()):
+            _check_depth(metadata, f"candidates.{i}.metadata", depth_limit)
 
 
 def _check_depth(value: Any, path: str, limit: int) -> None:

@@ -226,8 +226,13 @@ class PackFinisher:
         compressor: ExtractiveCompressor,
         query: str,
     ) -> EvidenceItem | None:
-        text, spans, compressed = item.text, tuple(map_range(item.pieces, 0, len(item.text))), False
-        if compress_to is not None:
+        if compress_to is None:
+            text, spans, compressed = (
+                item.text,
+                tuple(map_range(item.pieces, 0, len(item.text))),
+                False,
+            )
+        else:
             lead = item.span_start == 0 or item.span_start is None
             result = compressor.compress(
                 item.text,
