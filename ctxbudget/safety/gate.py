@@ -15,6 +15,7 @@ from .rules import (
     _DOC_PHRASES,
     _DOC_WORDS,
     _FRAME,
+    _LETTERS_ONLY,
     _MD_LINK_BEFORE,
     _QUOTED,
     _RULE_WORDS,
@@ -22,7 +23,6 @@ from .rules import (
     _SKIPPABLE,
     _candidate_rules,
     _Rule,
-    _word_list,
 )
 from .signals import (
     _HINT_WORDS,
@@ -110,14 +110,20 @@ class _Text:
     """One normalised passage and what the rules need to know about it (quoted stretches and
     the documentation test computed when first asked for)."""
 
-    __slots__ = ("_doc", "_spans", "ascii", "cased", "lookalikes", "t", "words")
+    __slots__ = ("_doc", "_spans", "ascii", "cased", "lookalikes", "t", "t_bytes", "words")
 
     def __init__(self, raw: str) -> None:
         self.cased, self.t, self.lookalikes = _prepare(raw)
         self.ascii = self.t.isascii()
+        #: ``t`` as ASCII bytes, "?" for each other character (the word gates and the base64
+        #: test read it).
+        self.t_bytes = self.t.encode("ascii", "replace")
         #: The words of the text that some check looks for (:data:`_CUE_WORDS`): a small set,
-        #: cheaper to build than the set of all its words.
-        self.words = _CUE_WORDS.intersection(_word_list(self.t))
+        #: cheaper to build than the set of all its words. The words are those of
+        #: :func:`~.rules._word_list`.
+        self.words = _CUE_WORDS.intersection(
+            self.t_bytes.translate(_LETTERS_ONLY).decode("ascii").split()
+        )
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
 
@@ -213,7 +219,9 @@ def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
     return i >= 0 and pos < spans[1][i]
 
 
-def _score(raw: str, *, fast: bool, depth: int, complete: bool = True) -> Verdict:
+def _score(
+    raw: str, *, fast: bool, depth: int, complete: bool = True, x: _Text | None = None
+) -> Verdict:
     """The verdict on ``raw``: every rule's weight (only the rules whose gates are open when
     ``fast``), the other signals, and the frame penalty.
 
@@ -221,10 +229,12 @@ def _score(raw: str, *, fast: bool, depth: int, complete: bool = True) -> Verdic
     sum to :data:`_SETTLED`): a rule whose finding has already scored is skipped when that can
     change no other finding (``_SKIPPABLE``), and the frame penalty is not computed. The
     findings are the same either way; scores, rules and penalty are whole only when complete.
+    ``x``, when given, is ``_Text(raw)`` already made.
     """
     v = Verdict()
     _raw_checks(raw, v)
-    x = _Text(raw)
+    if x is None:
+        x = _Text(raw)
     if x.lookalikes:
         v.add("homoglyphs", 1.0, "mixed_script_words")
     scores = v.scores
@@ -288,7 +298,28 @@ def explain(text: str) -> Verdict:
 def scan(text: str) -> tuple[str, ...]:
     """The names of the findings that quarantine ``text``, in :data:`FINDINGS` order; empty
     when the passage is clean (its score stays below :data:`THRESHOLD`)."""
-    return _score(text, fast=True, depth=0, complete=False).findings
+    x = _Text(text)
+    if _nothing_to_score(text, x):
+        return ()
+    return _score(text, fast=True, depth=0, complete=False, x=x).findings
+
+
+def _nothing_to_score(raw: str, x: _Text) -> bool:
+    """Whether no check of :func:`_score` can add a score to ``raw`` (most passages): ASCII
+    (no invisible characters) without look-alike letters, no rule gate open, no URL, no hidden
+    HTML or markdown and nothing to decode. The tests are the ones :func:`_score` starts with,
+    so when this holds the verdict is empty."""
+    t = x.t
+    return (
+        raw.isascii()
+        and not x.lookalikes
+        and not _candidate_rules(x)
+        and ("//" not in x.cased or "=" not in x.cased)
+        and "<" not in t
+        and "](" not in t
+        and "]:" not in t
+        and not _decoded_payloads(x)
+    )
 
 
 def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:
