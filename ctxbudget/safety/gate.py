@@ -110,7 +110,17 @@ class _Text:
     """One normalised passage and what the rules need to know about it (quoted stretches and
     the documentation test computed when first asked for)."""
 
-    __slots__ = ("_doc", "_spans", "ascii", "cased", "lookalikes", "t", "t_bytes", "words")
+    __slots__ = (
+        "_doc",
+        "_padded",
+        "_spans",
+        "ascii",
+        "cased",
+        "lookalikes",
+        "t",
+        "t_bytes",
+        "words",
+    )
 
     def __init__(self, raw: str) -> None:
         self.cased, self.t, self.lookalikes = _prepare(raw)
@@ -126,6 +136,14 @@ class _Text:
         )
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
+        self._padded: str | None = None
+
+    @property
+    def padded(self) -> str:
+        """``t`` with a space put before it, where the rules' ``ascii_rx`` are searched."""
+        if self._padded is None:
+            self._padded = " " + self.t
+        return self._padded
 
     @property
     def spans(self) -> tuple[list[int], list[int]]:
@@ -194,12 +212,16 @@ _MAX_MATCHES = 500
 
 def _rule_weight(rule: _Rule, x: _Text, *, quotes: bool = True) -> float:
     """The rule's weight if it matches outside quotation marks, half of it if every match
-    is quoted, 0 if it does not match (at most 20 matches are looked at)."""
+    is quoted, 0 if it does not match (at most 20 matches are looked at). In ASCII text the
+    rule's ``ascii_rx`` is searched when it has one (same offsets, found faster)."""
     t = x.t
+    rx, subject = rule.rx, t
+    if rule.ascii_rx is not None and x.ascii:
+        rx, subject = rule.ascii_rx, x.padded
     seen_quoted = False
     pos = 0
     for _ in range(_MAX_MATCHES):
-        m = rule.rx.search(t, pos)
+        m = rx.search(subject, pos)
         if m is None:
             break
         start = m.start()
