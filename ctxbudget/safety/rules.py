@@ -1354,35 +1354,38 @@ def _candidate_rules(x: _Text) -> list[int]:
     """Indices of the rules whose gates are open for ``x`` (ascending): the first gate (a gate
     word, needle or non-ASCII needle present) and the second (a ``words2`` word and a
     ``requires`` substring present, for the rules that have them)."""
-    hit = _first_gates_open(x)
-    if not hit:
-        return []
-    t = x.t
     words = x.words
-    out: list[int] = []
-    for i in sorted(hit):
-        rule = _RULES[i]
-        if rule.words2 and rule.words2.isdisjoint(words):
-            continue
-        if rule.requires and not any(n in t for n in rule.requires):
-            continue
-        out.append(i)
-    return out
-
-
-def _first_gates_open(x: _Text) -> set[int]:
-    """Indices of the rules with a gate word, needle or non-ASCII needle in ``x``."""
-    hit: set[int] = set()
-    for w in x.words & _GATE_WORDS:
-        hit.update(_BY_WORD[w])
     t = x.t
+    found: list[int] = []
+    for w in words:
+        for i, words2, requires in _OPENED_BY.get(w, ()):
+            if _second_gate_open(words2, requires, words, t):
+                found.append(i)
     for guard, needles in _NEEDLE_GROUPS:
         if guard in t:
             for n, idx in needles:
                 if n in t:
-                    hit.update(idx)
+                    found.extend(i for i in idx if _second_gate_open(*_SECOND[i], words, t))
     if not x.ascii and _OTHER_SCRIPTS.search(t):
         for n, idx in _BY_NONASCII.items():
             if n in t:
-                hit.update(idx)
-    return hit
+                found.extend(i for i in idx if _second_gate_open(*_SECOND[i], words, t))
+    return sorted(set(found)) if found else found
+
+
+def _second_gate_open(
+    words2: frozenset[str], requires: tuple[str, ...], words: frozenset[str] | set[str], t: str
+) -> bool:
+    return (not words2 or not words2.isdisjoint(words)) and (
+        not requires or any(n in t for n in requires)
+    )
+
+
+#: Each rule's second gate: its ``words2`` and ``requires``.
+_SECOND: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = tuple(
+    (r.words2, r.requires) for r in _RULES
+)
+#: The rules each gate word opens the first gate of, with their second gates.
+_OPENED_BY: dict[str, tuple[tuple[int, frozenset[str], tuple[str, ...]], ...]] = {
+    w: tuple((i, *_SECOND[i]) for i in idx) for w, idx in _BY_WORD.items()
+}
