@@ -1353,32 +1353,42 @@ _RULE_WORDS = _GATE_WORDS.union(*(r.words2 for r in _RULES), _DOC_WORDS, _DOC_PH
 def _candidate_rules(x: _Text) -> list[int]:
     """Indices of the rules whose gates are open for ``x`` (ascending): the first gate (a gate
     word, needle or non-ASCII needle present) and the second (a ``words2`` word and a
-    ``requires`` substring present, for the rules that have them)."""
+    ``requires`` substring present, for the rules that have them). Each rule's second gate is
+    checked once, where its first gate is first found open."""
     words = x.words
     t = x.t
+    checked: set[int] = set()
     found: list[int] = []
     for w in words:
         for i, words2, requires in _OPENED_BY.get(w, ()):
-            if _second_gate_open(words2, requires, words, t):
+            if i in checked:
+                continue
+            checked.add(i)
+            if (not words2 or not words2.isdisjoint(words)) and (
+                not requires or any(n in t for n in requires)
+            ):
                 found.append(i)
-    for guard, needles in _NEEDLE_GROUPS:
-        if guard in t:
-            for n, idx in needles:
-                if n in t:
-                    found.extend(i for i in idx if _second_gate_open(*_SECOND[i], words, t))
+    first = [
+        i
+        for guard, needles in _NEEDLE_GROUPS
+        if guard in t
+        for n, idx in needles
+        if n in t
+        for i in idx
+    ]
     if not x.ascii and _OTHER_SCRIPTS.search(t):
-        for n, idx in _BY_NONASCII.items():
-            if n in t:
-                found.extend(i for i in idx if _second_gate_open(*_SECOND[i], words, t))
-    return sorted(set(found)) if found else found
-
-
-def _second_gate_open(
-    words2: frozenset[str], requires: tuple[str, ...], words: frozenset[str] | set[str], t: str
-) -> bool:
-    return (not words2 or not words2.isdisjoint(words)) and (
-        not requires or any(n in t for n in requires)
-    )
+        first += [i for n, idx in _BY_NONASCII.items() if n in t for i in idx]
+    for i in first:
+        if i in checked:
+            continue
+        checked.add(i)
+        words2, requires = _SECOND[i]
+        if (not words2 or not words2.isdisjoint(words)) and (
+            not requires or any(n in t for n in requires)
+        ):
+            found.append(i)
+    found.sort()
+    return found
 
 
 #: Each rule's second gate: its ``words2`` and ``requires``.
