@@ -15,12 +15,12 @@ from .rules import (
     _DOC_PHRASES,
     _DOC_WORDS,
     _FRAME,
-    _LETTERS_ONLY,
     _MD_LINK_BEFORE,
     _QUOTED,
     _RULE_WORDS,
     _RULES,
     _SKIPPABLE,
+    _ascii_words,
     _candidate_rules,
     _Rule,
 )
@@ -129,11 +129,9 @@ class _Text:
         #: test read it).
         self.t_bytes = self.t.encode("ascii", "replace")
         #: The words of the text that some check looks for (:data:`_CUE_WORDS`): a small set,
-        #: cheaper to build than the set of all its words. The words are those of
-        #: :func:`~.rules._word_list`.
-        self.words = _CUE_WORDS.intersection(
-            self.t_bytes.translate(_LETTERS_ONLY).decode("ascii").split()
-        )
+        #: cheaper to build than the set of all its words (words as :func:`~.rules._word_list`
+        #: splits them).
+        self.words = _CUE_WORDS.intersection(_ascii_words(self.t_bytes))
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
         self._padded: str | None = None

@@ -1317,7 +1317,12 @@ _OTHER_SCRIPTS = re.compile("[\u0400-\u04ff\u0600-\u06ff\u3040-\u30ff\u3400-\u9f
 # non-ASCII letters is kept as its longest ASCII stretch, or failing that as a needle.
 def _word_list(t: str) -> list[str]:
     """The words of ``t`` in text order, repeats kept."""
-    return t.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split()
+    return _ascii_words(t.encode("ascii", "replace"))
+
+
+def _ascii_words(t_bytes: bytes) -> list[str]:
+    """:func:`_word_list` of a text given as ASCII bytes ("?" for each other character)."""
+    return t_bytes.translate(_LETTERS_ONLY).decode("ascii").split()
 
 
 #: Rule indices by gate word and by needle, so a passage only visits the rules it can match.
