@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .normalization import _prepare
@@ -239,8 +240,18 @@ def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
     return i >= 0 and pos < spans[1][i]
 
 
+#: Every rule's index, for the unfiltered evaluation.
+_ALL_RULES = tuple(range(len(_RULES)))
+
+
 def _score(
-    raw: str, *, fast: bool, depth: int, complete: bool = True, x: _Text | None = None
+    raw: str,
+    *,
+    fast: bool,
+    depth: int,
+    complete: bool = True,
+    x: _Text | None = None,
+    candidates: Sequence[int] | None = None,
 ) -> Verdict:
     """The verdict on ``raw``: every rule's weight (only the rules whose gates are open when
     ``fast``), the other signals, and the frame penalty.
@@ -249,7 +260,8 @@ def _score(
     sum to :data:`_SETTLED`): a rule whose finding has already scored is skipped when that can
     change no other finding (``_SKIPPABLE``), and the frame penalty is not computed. The
     findings are the same either way; scores, rules and penalty are whole only when complete.
-    ``x``, when given, is ``_Text(raw)`` already made.
+    ``x``, when given, is ``_Text(raw)`` already made, and ``candidates`` the rules to run
+    when they are already known (its :func:`~.rules._candidate_rules` when ``fast``).
     """
     v = Verdict()
     _raw_checks(raw, v)
@@ -260,7 +272,9 @@ def _score(
     scores = v.scores
     settled = not complete and sum(scores.values()) >= _SETTLED
     groups: dict[str, float] = {}
-    for i in _candidate_rules(x) if fast else range(len(_RULES)):
+    if candidates is None:
+        candidates = _candidate_rules(x) if fast else _ALL_RULES
+    for i in candidates:
         rule = _RULES[i]
         if settled and rule.finding in scores and _SKIPPABLE[i]:
             continue
@@ -319,21 +333,21 @@ def scan(text: str) -> tuple[str, ...]:
     """The names of the findings that quarantine ``text``, in :data:`FINDINGS` order; empty
     when the passage is clean (its score stays below :data:`THRESHOLD`)."""
     x = _Text(text)
-    if _nothing_to_score(text, x):
+    candidates = _candidate_rules(x)
+    if not candidates and _nothing_else_to_score(text, x):
         return ()
-    return _score(text, fast=True, depth=0, complete=False, x=x).findings
+    return _score(text, fast=True, depth=0, complete=False, x=x, candidates=candidates).findings
 
 
-def _nothing_to_score(raw: str, x: _Text) -> bool:
-    """Whether no check of :func:`_score` can add a score to ``raw`` (most passages): ASCII
-    (no invisible characters) without look-alike letters, no rule gate open, no URL, no hidden
-    HTML or markdown and nothing to decode. The tests are the ones :func:`_score` starts with,
-    so when this holds the verdict is empty."""
+def _nothing_else_to_score(raw: str, x: _Text) -> bool:
+    """Whether no check of :func:`_score` but the rules can add a score to ``raw``: ASCII (no
+    invisible characters) without look-alike letters, no URL, no hidden HTML or markdown and
+    nothing to decode. The tests are the ones :func:`_score` starts with, so when this holds
+    and no rule's gates are open (most passages) the verdict is empty."""
     t = x.t
     return (
         raw.isascii()
         and not x.lookalikes
-        and not _candidate_rules(x)
         and ("//" not in x.cased or "=" not in x.cased)
         and "<" not in t
         and "](" not in t
