@@ -158,6 +158,12 @@ class RoutingRules(ConfigModel):
     history_patterns: list[str] = Field(default_factory=list)
 
     @cached_property
+    def by_priority(self) -> tuple[tuple[RoutingRule, ...], ...]:
+        """The rules grouped by priority, highest first; file order within a group."""
+        priorities = sorted({r.priority for r in self.rules}, reverse=True)
+        return tuple(tuple(r for r in self.rules if r.priority == p) for p in priorities)
+
+    @cached_property
     def history_regex(self) -> re.Pattern[str] | None:
         """The history patterns as one case-insensitive alternation; None when there are none."""
         if not self.history_patterns:

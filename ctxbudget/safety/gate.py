@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .normalization import _prepare
@@ -20,9 +21,9 @@ from .rules import (
     _RULE_WORDS,
     _RULES,
     _SKIPPABLE,
+    _ascii_words,
     _candidate_rules,
     _Rule,
-    _word_list,
 )
 from .signals import (
     _HINT_WORDS,
@@ -110,16 +111,38 @@ class _Text:
     """One normalised passage and what the rules need to know about it (quoted stretches and
     the documentation test computed when first asked for)."""
 
-    __slots__ = ("_doc", "_spans", "ascii", "cased", "lookalikes", "t", "words")
+    __slots__ = (
+        "_doc",
+        "_padded",
+        "_spans",
+        "ascii",
+        "cased",
+        "lookalikes",
+        "t",
+        "t_bytes",
+        "words",
+    )
 
     def __init__(self, raw: str) -> None:
         self.cased, self.t, self.lookalikes = _prepare(raw)
         self.ascii = self.t.isascii()
+        #: ``t`` as ASCII bytes, "?" for each other character (the word gates and the base64
+        #: test read it).
+        self.t_bytes = self.t.encode("ascii", "replace")
         #: The words of the text that some check looks for (:data:`_CUE_WORDS`): a small set,
-        #: cheaper to build than the set of all its words.
-        self.words = _CUE_WORDS.intersection(_word_list(self.t))
+        #: cheaper to build than the set of all its words (words as :func:`~.rules._word_list`
+        #: splits them).
+        self.words = _CUE_WORDS.intersection(_ascii_words(self.t_bytes))
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
+        self._padded: str | None = None
+
+    @property
+    def padded(self) -> str:
+        """``t`` with a space put before it, where the rules' ``ascii_rx`` are searched."""
+        if self._padded is None:
+            self._padded = " " + self.t
+        return self._padded
 
     @property
     def spans(self) -> tuple[list[int], list[int]]:
@@ -188,12 +211,16 @@ _MAX_MATCHES = 500
 
 def _rule_weight(rule: _Rule, x: _Text, *, quotes: bool = True) -> float:
     """The rule's weight if it matches outside quotation marks, half of it if every match
-    is quoted, 0 if it does not match (at most 20 matches are looked at)."""
+    is quoted, 0 if it does not match (at most 20 matches are looked at). In ASCII text the
+    rule's ``ascii_rx`` is searched when it has one (same offsets, found faster)."""
     t = x.t
+    rx, subject = rule.rx, t
+    if rule.ascii_rx is not None and x.ascii:
+        rx, subject = rule.ascii_rx, x.padded
     seen_quoted = False
     pos = 0
     for _ in range(_MAX_MATCHES):
-        m = rule.rx.search(t, pos)
+        m = rx.search(subject, pos)
         if m is None:
             break
         start = m.start()
@@ -213,7 +240,19 @@ def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
     return i >= 0 and pos < spans[1][i]
 
 
-def _score(raw: str, *, fast: bool, depth: int, complete: bool = True) -> Verdict:
+#: Every rule's index, for the unfiltered evaluation.
+_ALL_RULES = tuple(range(len(_RULES)))
+
+
+def _score(
+    raw: str,
+    *,
+    fast: bool,
+    depth: int,
+    complete: bool = True,
+    x: _Text | None = None,
+    candidates: Sequence[int] | None = None,
+) -> Verdict:
     """The verdict on ``raw``: every rule's weight (only the rules whose gates are open when
     ``fast``), the other signals, and the frame penalty.
 
@@ -221,16 +260,21 @@ def _score(raw: str, *, fast: bool, depth: int, complete: bool = True) -> Verdic
     sum to :data:`_SETTLED`): a rule whose finding has already scored is skipped when that can
     change no other finding (``_SKIPPABLE``), and the frame penalty is not computed. The
     findings are the same either way; scores, rules and penalty are whole only when complete.
+    ``x``, when given, is ``_Text(raw)`` already made, and ``candidates`` the rules to run
+    when they are already known (its :func:`~.rules._candidate_rules` when ``fast``).
     """
     v = Verdict()
     _raw_checks(raw, v)
-    x = _Text(raw)
+    if x is None:
+        x = _Text(raw)
     if x.lookalikes:
         v.add("homoglyphs", 1.0, "mixed_script_words")
     scores = v.scores
     settled = not complete and sum(scores.values()) >= _SETTLED
     groups: dict[str, float] = {}
-    for i in _candidate_rules(x) if fast else range(len(_RULES)):
+    if candidates is None:
+        candidates = _candidate_rules(x) if fast else _ALL_RULES
+    for i in candidates:
         rule = _RULES[i]
         if settled and rule.finding in scores and _SKIPPABLE[i]:
             continue
@@ -288,7 +332,28 @@ def explain(text: str) -> Verdict:
 def scan(text: str) -> tuple[str, ...]:
     """The names of the findings that quarantine ``text``, in :data:`FINDINGS` order; empty
     when the passage is clean (its score stays below :data:`THRESHOLD`)."""
-    return _score(text, fast=True, depth=0, complete=False).findings
+    x = _Text(text)
+    candidates = _candidate_rules(x)
+    if not candidates and _nothing_else_to_score(text, x):
+        return ()
+    return _score(text, fast=True, depth=0, complete=False, x=x, candidates=candidates).findings
+
+
+def _nothing_else_to_score(raw: str, x: _Text) -> bool:
+    """Whether no check of :func:`_score` but the rules can add a score to ``raw``: ASCII (no
+    invisible characters) without look-alike letters, no URL, no hidden HTML or markdown and
+    nothing to decode. The tests are the ones :func:`_score` starts with, so when this holds
+    and no rule's gates are open (most passages) the verdict is empty."""
+    t = x.t
+    return (
+        raw.isascii()
+        and not x.lookalikes
+        and ("//" not in x.cased or "=" not in x.cased)
+        and "<" not in t
+        and "](" not in t
+        and "]:" not in t
+        and not _decoded_payloads(x)
+    )
 
 
 def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ the table ``_RULES``)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,9 @@ class _Rule:
     #: The match must begin a line (after at most a few spaces, ">", "*", "#" or "/"): checked
     #: here rather than with a leading ``^``/lookbehind, which would slow the regex down.
     line_start: bool = False
+    #: For ASCII text, ``rx`` in a form the regex engine can scan quickly (see
+    #: :func:`_ascii_scan_form`), or None when ``rx`` has no such form.
+    ascii_rx: re.Pattern[str] | None = None
 
 
 _LETTERS_ONLY = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
@@ -93,6 +97,7 @@ def _rule(
     gate2, extra2 = _gate_words(words2)
     if extra2:
         raise ValueError(f"{name}: second gate words need an ASCII stretch: {extra2}")
+    fast = _ascii_scan_form(pattern)
     return _Rule(
         name,
         finding,
@@ -109,7 +114,123 @@ def _rule(
         clause=clause,
         requires=requires,
         line_start=line_start,
+        ascii_rx=None if fast is None else re.compile(fast),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# A scannable form for patterns that open with a word boundary
+# ---------------------------------------------------------------------------------------------
+#
+# The engine skips ahead to the positions where a match can start only when a pattern opens
+# with a character or a character set; a pattern opening with ``\b`` is tried at every
+# position. When every branch of a pattern is ``\b`` followed by something that opens with a
+# letter, the boundary holds exactly where the character before the match is not a word
+# character (or there is none). So, searched in the text with one space put before it, the
+# pattern ``[non-word](?:branches without their \b)`` matches where the original does, at the
+# same offset: the consumed character is the one before the match (the space at offset 0). For
+# ASCII text, the ASCII non-word characters are all the non-word characters.
+
+#: The ASCII characters that are not word characters (``\W`` within ASCII).
+_ASCII_NON_WORD = r"[\x00-/:-@\[-^`{-\x7f]"
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level branches of ``pattern`` (split at each ``|`` outside groups and sets)."""
+    out: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i = _set_end(pattern, i)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    out.append(pattern[start:])
+    return out
+
+
+def _set_end(pattern: str, i: int) -> int:
+    """The offset just past the character set that opens at ``pattern[i]``."""
+    j = i + 1
+    if pattern[j : j + 1] == "^":
+        j += 1
+    if pattern[j : j + 1] == "]":
+        j += 1
+    while pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j + 1
+
+
+def _group_end(pattern: str, i: int) -> int:
+    """The offset just past the group that opens at ``pattern[i]``."""
+    depth = 0
+    j = i
+    while True:
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            j = _set_end(pattern, j)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+
+
+def _opens_with(pattern: str, first: Callable[[str], bool]) -> bool:
+    """Whether every match of ``pattern`` (a branch, no top-level ``|``) begins with a character
+    for which ``first`` holds, by a conservative reading: a literal character that is not
+    optional, or a non-capturing group whose every branch opens so (when the group is optional,
+    so must what follows it)."""
+    c = pattern[:1]
+    if c and c not in "\\.[()^$|" and first(c):
+        return pattern[1:2] not in ("?", "*", "{")
+    if not pattern.startswith("(?:"):
+        return False
+    end = _group_end(pattern, 0)
+    if not all(_opens_with(b, first) for b in _alternatives(pattern[3 : end - 1])):
+        return False
+    after = pattern[end : end + 1]
+    if after in ("?", "*"):
+        return _opens_with(pattern[end + 1 :], first)
+    return after != "{"
+
+
+def _ascii_scan_form(pattern: str) -> str | None:
+    r"""``pattern`` as ``[ASCII non-word](?:...)``, to be searched in the text with a space put
+    before it (same match offsets, ASCII text only), when every branch is ``\b`` followed by
+    something that opens with a letter, or opens with a non-ASCII character (such branches
+    cannot match ASCII text and are left out); else None."""
+    bodies = []
+    for branch in _alternatives(pattern):
+        if branch.startswith("\\b") and _opens_with(branch[2:], str.isalpha):
+            bodies.append(branch[2:])
+        elif not _opens_with(branch, _non_ascii):
+            return None
+    if not bodies:
+        return None
+    return f"{_ASCII_NON_WORD}(?:{'|'.join(bodies)})"
+
+
+def _non_ascii(c: str) -> bool:
+    return not c.isascii()
 
 
 _AI = (
@@ -1196,7 +1317,12 @@ _OTHER_SCRIPTS = re.compile("[\u0400-\u04ff\u0600-\u06ff\u3040-\u30ff\u3400-\u9f
 # non-ASCII letters is kept as its longest ASCII stretch, or failing that as a needle.
 def _word_list(t: str) -> list[str]:
     """The words of ``t`` in text order, repeats kept."""
-    return t.encode("ascii", "replace").translate(_LETTERS_ONLY).decode("ascii").split()
+    return _ascii_words(t.encode("ascii", "replace"))
+
+
+def _ascii_words(t_bytes: bytes) -> list[str]:
+    """:func:`_word_list` of a text given as ASCII bytes ("?" for each other character)."""
+    return t_bytes.translate(_LETTERS_ONLY).decode("ascii").split()
 
 
 #: Rule indices by gate word and by needle, so a passage only visits the rules it can match.
@@ -1232,36 +1358,49 @@ _RULE_WORDS = _GATE_WORDS.union(*(r.words2 for r in _RULES), _DOC_WORDS, _DOC_PH
 def _candidate_rules(x: _Text) -> list[int]:
     """Indices of the rules whose gates are open for ``x`` (ascending): the first gate (a gate
     word, needle or non-ASCII needle present) and the second (a ``words2`` word and a
-    ``requires`` substring present, for the rules that have them)."""
-    hit = _first_gates_open(x)
-    if not hit:
-        return []
-    t = x.t
+    ``requires`` substring present, for the rules that have them). Each rule's second gate is
+    checked once, where its first gate is first found open."""
     words = x.words
-    out: list[int] = []
-    for i in sorted(hit):
-        rule = _RULES[i]
-        if rule.words2 and rule.words2.isdisjoint(words):
-            continue
-        if rule.requires and not any(n in t for n in rule.requires):
-            continue
-        out.append(i)
-    return out
-
-
-def _first_gates_open(x: _Text) -> set[int]:
-    """Indices of the rules with a gate word, needle or non-ASCII needle in ``x``."""
-    hit: set[int] = set()
-    for w in x.words & _GATE_WORDS:
-        hit.update(_BY_WORD[w])
     t = x.t
-    for guard, needles in _NEEDLE_GROUPS:
-        if guard in t:
-            for n, idx in needles:
-                if n in t:
-                    hit.update(idx)
+    checked: set[int] = set()
+    found: list[int] = []
+    for w in words:
+        for i, words2, requires in _OPENED_BY.get(w, ()):
+            if i in checked:
+                continue
+            checked.add(i)
+            if (not words2 or not words2.isdisjoint(words)) and (
+                not requires or any(n in t for n in requires)
+            ):
+                found.append(i)
+    first = [
+        i
+        for guard, needles in _NEEDLE_GROUPS
+        if guard in t
+        for n, idx in needles
+        if n in t
+        for i in idx
+    ]
     if not x.ascii and _OTHER_SCRIPTS.search(t):
-        for n, idx in _BY_NONASCII.items():
-            if n in t:
-                hit.update(idx)
-    return hit
+        first += [i for n, idx in _BY_NONASCII.items() if n in t for i in idx]
+    for i in first:
+        if i in checked:
+            continue
+        checked.add(i)
+        words2, requires = _SECOND[i]
+        if (not words2 or not words2.isdisjoint(words)) and (
+            not requires or any(n in t for n in requires)
+        ):
+            found.append(i)
+    found.sort()
+    return found
+
+
+#: Each rule's second gate: its ``words2`` and ``requires``.
+_SECOND: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = tuple(
+    (r.words2, r.requires) for r in _RULES
+)
+#: The rules each gate word opens the first gate of, with their second gates.
+_OPENED_BY: dict[str, tuple[tuple[int, frozenset[str], tuple[str, ...]], ...]] = {
+    w: tuple((i, *_SECOND[i]) for i in idx) for w, idx in _BY_WORD.items()
+}

@@ -159,9 +159,7 @@ def _decoded_payloads(x: _Text) -> list[str]:
     runs are joined into one text, bounded in size."""
     out: list[str] = []
     cased, t = x.cased, x.t
-    if len(t) >= 24 and _B64_RUN_OF_24 in t.encode("ascii", "replace").translate(
-        _B64_ALPHABET_TO_A
-    ):
+    if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
         out.append(
             _join_decoded(
                 _b64_text(m.group(0)[:_MAX_DECODE_CHARS])

@@ -67,8 +67,8 @@ def _top_matches(text: str, rules: RoutingRules) -> list[RoutingRule]:
     """The matching rules of the highest priority any rule matches at, in file order (empty
     when none matches). Priorities are tried from the highest down, so the patterns of lower
     priorities are not searched once one matches."""
-    for priority in sorted({r.priority for r in rules.rules}, reverse=True):
-        best = [r for r in rules.rules if r.priority == priority and r.regex.search(text)]
+    for group in rules.by_priority:
+        best = [r for r in group if r.regex.search(text)]
         if best:
             return best
     return []

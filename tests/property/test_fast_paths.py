@@ -104,6 +104,32 @@ def test_the_safety_prefilter_never_changes_a_finding(text: str) -> None:
     assert safety.scan(text) == _plain_scan(text)
 
 
+ASCII_CHARS = "abcdefghijklmnoprstuvwy019 _.:,;!?'\"\n\t-<>[]/{}#*"
+ascii_texts = st.lists(
+    st.one_of(
+        st.sampled_from([p.lower() for p in PHRASES if p.isascii()]),
+        st.text(alphabet=ASCII_CHARS, max_size=12),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@SETTINGS
+@given(ascii_texts, st.integers(min_value=0, max_value=80))
+def test_the_ascii_scan_forms_find_what_the_rules_find(text: str, pos: int) -> None:
+    """A rule's ASCII form, searched in the text with a space before it, finds a match exactly
+    where the rule's own pattern does (ASCII text, any start position)."""
+    from ctxbudget.safety import rules
+
+    pos = min(pos, len(text))
+    for rule in rules._RULES:
+        if rule.ascii_rx is None:
+            continue
+        a = rule.rx.search(text, pos)
+        b = rule.ascii_rx.search(" " + text, pos)
+        assert (a and a.start()) == (b and b.start()), rule.name
+
+
 @SETTINGS
 @given(st.text(alphabet=CHARS + "ABCZ019", max_size=60))
 def test_words_terms_and_normal_forms_match_their_definitions(text: str) -> None:
