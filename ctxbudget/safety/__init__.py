@@ -43,6 +43,7 @@ from .gate import (
     THRESHOLD,
     Verdict,
     explain,
+    passage_text,
     scan,
     scan_candidate,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "Verdict",
     "explain",
     "normalize",
+    "passage_text",
     "scan",
     "scan_candidate",
 ]

@@ -211,8 +211,9 @@ _MAX_MATCHES = 500
 
 def _rule_weight(rule: _Rule, x: _Text, *, quotes: bool = True) -> float:
     """The rule's weight if it matches outside quotation marks, half of it if every match
-    is quoted, 0 if it does not match (at most 20 matches are looked at). In ASCII text the
-    rule's ``ascii_rx`` is searched when it has one (same offsets, found faster)."""
+    is quoted, 0 if it does not match (at most :data:`_MAX_MATCHES` matches are looked at).
+    In ASCII text the rule's ``ascii_rx`` is searched when it has one (same offsets, found
+    faster)."""
     t = x.t
     rx, subject = rule.rx, t
     if rule.ascii_rx is not None and x.ascii:
@@ -356,9 +357,15 @@ def _nothing_else_to_score(raw: str, x: _Text) -> bool:
     )
 
 
+def passage_text(title: str | None, text: str) -> str:
+    """What the gate reads of a passage: its title and text together (either can carry an
+    injection)."""
+    return text if not title else f"{title}\n{text}"
+
+
 def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:
-    """Scan a passage's title and text together (either can carry an injection)."""
-    return scan(text if not title else f"{title}\n{text}")
+    """Scan a passage's title and text together (:func:`passage_text`)."""
+    return scan(passage_text(title, text))
 
 
 class _FindingCheck:

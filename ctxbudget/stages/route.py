@@ -23,7 +23,7 @@ from ctxbudget.policy import (
     RoutingRules,
     default_policies_dir,
 )
-from ctxbudget.safety import scan_candidate
+from ctxbudget.safety import passage_text, scan
 from ctxbudget.schemas import (
     QUERY_CLASSES,
     Candidate,
@@ -112,14 +112,11 @@ class QueryRouter:
         )
 
     def scan(self, title: str | None, text: str) -> tuple[str, ...]:
-        """The safety gate's findings for a passage (memoised)."""
-        h = hashlib.blake2b(digest_size=16)
-        h.update((title or "").encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-        h.update(text.encode("utf-8", "surrogatepass"))
-        return self.verdicts.get_or_make(
-            h.digest(), lambda: scan_candidate(title, text), _verdict_bytes
-        )
+        """The safety gate's findings for a passage (:func:`scan_candidate`), memoised by a
+        digest of the very string the gate reads."""
+        scanned = passage_text(title, text)
+        key = hashlib.blake2b(scanned.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return self.verdicts.get_or_make(key, lambda: scan(scanned), _verdict_bytes)
 
     def run(
         self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
