@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from ctxbudget.schemas import EvidenceSpan, Piece
 from ctxbudget.text import (
+    NOT_TERMS,
     content_terms,
     sentences,
     terms_of,
@@ -168,14 +169,49 @@ def analyse(text: str) -> SentenceAnalysis:
     """The :class:`SentenceAnalysis` of ``text``."""
     bounds = sentences(text)
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
+    if flat is not None:
+        return _analyse_ascii(text, bounds, flat)
     stems: list[frozenset[str]] = []
     protected: list[bool] = []
     padded: list[str] = []
     for s, e in bounds:
-        ws = flat[s:e].split() if flat is not None else words(text[s:e])
+        ws = words(text[s:e])
         joined = " " + " ".join(ws) + " "
         stems.append(frozenset(map(stem, terms_of(ws))))
         protected.append(_protected(text, s, e, ws, joined))
+        padded.append(joined)
+    return SentenceAnalysis(
+        bounds=tuple(bounds), stems=tuple(stems), protected=tuple(protected), padded=tuple(padded)
+    )
+
+
+def _analyse_ascii(text: str, bounds: list[tuple[int, int]], flat: str) -> SentenceAnalysis:
+    """:func:`analyse` of ASCII ``text``, whose :func:`word_skeleton` is ``flat``.
+
+    On ASCII text a sentence's words are letters and digits only, so it holds a digit
+    exactly when its words joined are not all letters; the only sign that can occur is "%"
+    ("°" is not ASCII); and its terms are its distinct words less :data:`NOT_TERMS`."""
+    percent = "%" in text
+    quote = "'" in text
+    stems: list[frozenset[str]] = []
+    protected: list[bool] = []
+    padded: list[str] = []
+    for s, e in bounds:
+        ws = flat[s:e].split()
+        joined = " " + " ".join(ws) + " "
+        stems.append(frozenset(map(stem, frozenset(ws).difference(NOT_TERMS))))
+        if (
+            (ws and not "".join(ws).isalpha())
+            or (percent and text.find("%", s, e) >= 0)
+            or not _PROTECTED_WORDS.isdisjoint(ws)
+            or _PROTECTED_PHRASES.search(joined) is not None
+        ):
+            protected.append(True)
+        elif quote and text.find("'", s, e) >= 0:
+            low = text[s:e].lower()
+            protected.append(any(c in low for c in _CONTRACTIONS))
+        else:
+            protected.append(False)
         padded.append(joined)
     return SentenceAnalysis(
         bounds=tuple(bounds), stems=tuple(stems), protected=tuple(protected), padded=tuple(padded)

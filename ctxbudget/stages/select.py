@@ -58,7 +58,14 @@ from ctxbudget.schemas import (
     QueryClass,
 )
 from ctxbudget.stages.consolidate import best_ranked_member, primary_score_field
-from ctxbudget.text import STOPWORDS, ShingleCache, content_terms, terms_of, words
+from ctxbudget.text import (
+    STOPWORDS,
+    ShingleCache,
+    content_terms,
+    terms_of,
+    word_skeleton,
+    words,
+)
 from ctxbudget.tokens import estimate_tokens
 
 
@@ -100,14 +107,16 @@ class _Option:
     #: The item's text, and its estimated tokens (for a rough excerpt size).
     text: str = ""
     text_est: int = 0
-    #: The words of the title and text (for facets, and for entity look-ups once the item
-    #: is in).
-    words: Sequence[str] = ()
+    #: The words of the title and text, each with a space on either side (runs of spaces
+    #: between them on ASCII text): ``f" {w} " in hay`` says whether ``w`` is one of them.
+    hay: str = "  "
     overlap: float = 0.0
     #: ``terms & qterms``, the query terms the item carries (fixed for the batch).
     qhits: frozenset[str] = frozenset()
     #: The entity the item is about (its title's words), when it has a title.
     subject: str | None = None
+    #: ``subject`` with a space on either side (for look-ups in padded text).
+    subject_key: str = ""
     #: The question names ``subject``.
     named: bool = False
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
@@ -127,6 +136,11 @@ class _Option:
     util: float = 0.0
     neg_rank: int = 0
     stale: bool = True
+
+    def padded_words(self) -> str:
+        """The words of the title and text joined by single spaces, with a space on either
+        side (a phrase of words is found in it as a phrase)."""
+        return " " + " ".join(self.hay.split()) + " "
 
     def rough_excerpt(self, n: int) -> int | None:
         """About what an excerpt of ``n`` sentences costs, from the mean sentence length;
@@ -309,6 +323,16 @@ def _padded(text: str) -> str:
     return " " + " ".join(words(text)) + " "
 
 
+def _hay(text: str) -> str:
+    """The words of ``text`` with a space on either side of each: the lower-cased text with
+    every character but letters and digits made a space when it is ASCII, else its words
+    joined by single spaces; ``f" {w} " in _hay(text)`` exactly when ``w in words(text)``."""
+    flat = word_skeleton(text)
+    if flat is None:
+        return " " + " ".join(words(text)) + " "
+    return f" {flat} "
+
+
 class EvidenceSelector:
     """Stage 3: consolidated batch in, packed batch (admitted items, in order) out."""
 
@@ -420,13 +444,20 @@ class EvidenceSelector:
         linking = rules.weights.link > 0
         flagged = frozenset(f.chunk_id for f in flags)
         qpadded = _padded(query.text) if linking else ""
-        out = []
+        nq = len(qterms)
+        # Each query term with a space on either side, in a fixed order.
+        qkeys = [(t, f" {t} ") for t in sorted(qterms)]
+        flagged_auth = bool(flagged)
+        out: list[_Option] = []
+        append = out.append
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
             it = items[i]
-            item_words = words(it.text if not it.title else f"{it.title} {it.text}")
+            text = it.text
+            title = it.title
+            hay = _hay(f"{title} {text}" if title else text)
             # The query terms are terms, so the item's words hold exactly its terms of them.
-            qhits = qterms.intersection(item_words)
-            lexical = len(qhits) / len(qterms) if qterms else 0.0
+            qhits = frozenset([t for t, key in qkeys if key in hay])
+            lexical = len(qhits) / nq if nq else 0.0
             score = it.score
             if score is None:
                 rel = 0.5 * lexical
@@ -435,31 +466,33 @@ class EvidenceSelector:
                 rel = 0.8 * norm + 0.2 * lexical
             match = 0.0
             if signals:
-                hay = f"{it.title or ''} {it.version or ''} {it.text}".lower()
-                match = sum(1 for s in signals if s in hay) / len(signals)
+                hay_low = f"{title or ''} {it.version or ''} {text}".lower()
+                match = sum(1 for s in signals if s in hay_low) / len(signals)
             head = header_estimate(it, defaults)
-            text_est = estimate_tokens(it.text)
-            subject = subject_of(it.title) if linking else None
-            out.append(
+            text_est = estimate_tokens(text)
+            subject = subject_of(title) if linking else None
+            subject_key = f" {subject} " if subject is not None else ""
+            append(
                 _Option(
                     item=i,
                     rank=rank,
                     rel=rel,
                     # A passage the gate flagged (rendered as low trust) carries no authority.
                     auth=min(it.authority, 0.2)
-                    if flagged and not flagged.isdisjoint(it.chunk_ids)
+                    if flagged_auth and not flagged.isdisjoint(it.chunk_ids)
                     else it.authority,
                     grams=grams,
                     est=head + text_est,
                     header_est=head,
                     match=match,
                     source=it.source_id,
-                    text=it.text,
+                    text=text,
                     text_est=text_est,
-                    words=item_words,
+                    hay=hay,
                     qhits=qhits,
                     subject=subject,
-                    named=subject is not None and f" {subject} " in qpadded,
+                    subject_key=subject_key,
+                    named=subject is not None and subject_key in qpadded,
                 )
             )
         named = {o.subject for o in out if o.named and o.subject is not None}
@@ -574,7 +607,8 @@ class _Admission:
 
     def _covers(self, o: _Option, f: frozenset[str]) -> bool:
         """At least half of the facet's words are terms of the item."""
-        return len(terms_of(f.intersection(o.words))) * 2 >= len(f)
+        hay = o.hay
+        return len(terms_of([w for w in f if f" {w} " in hay])) * 2 >= len(f)
 
     def _link(self, o: _Option) -> float:
         if o.subject is None or o.subject in self.subjects:
@@ -764,7 +798,7 @@ class _Admission:
         self._record(o, util, cost, compress_to, basis)
         self.sources[o.source] = self.sources.get(o.source, 0) + 1
         self._cover(o)
-        self._reach((*pool, *self.budget_waiting), o)
+        self._reach(o, pool, self.budget_waiting)
 
     def _cover(self, o: _Option) -> None:
         """Mark the query terms, facets and subject of admitted ``o`` as covered, and the
@@ -785,24 +819,30 @@ class _Admission:
             for r in self.by_subject[o.subject]:
                 r.stale = True
 
-    def _reach(self, waiting: Sequence[_Option], o: _Option) -> None:
-        """What admitted ``o`` does to the items still waiting: those whose subject its text
-        mentions are linked from it (the bridge), and their novelty counts its shingles."""
+    def _reach(self, o: _Option, *groups: Sequence[_Option]) -> None:
+        """What admitted ``o`` does to the items still waiting (in ``groups``): those whose
+        subject its text mentions are linked from it (the bridge), and their novelty counts
+        its shingles."""
         if self.linking:
             padded = ""
-            for r in waiting:
-                if r.subject is not None and r.linked_from is None and not r.named:
-                    padded = padded or " " + " ".join(o.words) + " "
-                    if f" {r.subject} " in padded:
-                        r.linked_from = o.subject
-                        r.stale = True
-        if o.grams:
-            for r in waiting:
-                if r.grams:
-                    share = len(r.grams & o.grams) / len(r.grams)
-                    if share > r.overlap:
-                        r.overlap = share
-                        r.stale = True
+            for waiting in groups:
+                for r in waiting:
+                    if r.subject is not None and r.linked_from is None and not r.named:
+                        padded = padded or o.padded_words()
+                        if r.subject_key in padded:
+                            r.linked_from = o.subject
+                            r.stale = True
+        grams = o.grams
+        if grams:
+            for waiting in groups:
+                for r in waiting:
+                    # A set with no shingle of ``o`` keeps its overlap (and most share none).
+                    theirs = r.grams
+                    if theirs and not grams.isdisjoint(theirs):
+                        share = len(theirs & grams) / len(theirs)
+                        if share > r.overlap:
+                            r.overlap = share
+                            r.stale = True
 
     def _record(
         self, o: _Option, util: float, cost: int, compress_to: int | None, basis: tuple[str, ...]
