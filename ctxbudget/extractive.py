@@ -251,7 +251,22 @@ def rank_analysed(
     The selector estimates an excerpt's size with this ranking, and the compressor keeps
     sentences in this order, so both agree on what an excerpt holds.
     """
-    qstems = {stem(t) for t in qterms}
+    return rank_stemmed(analysis, query_stems(qterms), lead=lead, links=links)
+
+
+def query_stems(qterms: frozenset[str]) -> frozenset[str]:
+    """The :func:`stem` of each query term."""
+    return frozenset(map(stem, qterms))
+
+
+def rank_stemmed(
+    analysis: SentenceAnalysis,
+    qstems: frozenset[str],
+    *,
+    lead: bool,
+    links: Sequence[str] = (),
+) -> tuple[list[int], list[int]]:
+    """:func:`rank_analysed` with the query terms already stemmed (``query_stems``)."""
     overlap = [len(st & qstems) for st in analysis.stems]
     n = len(overlap)
     scores: list[tuple[float, int]] = []
@@ -267,7 +282,7 @@ def rank_analysed(
             if any(link in padded for link in links):
                 score += LINK_BONUS
         scores.append((score, -i))
-    order = sorted(range(n), key=lambda i: scores[i], reverse=True)
+    order = sorted(range(n), key=scores.__getitem__, reverse=True)
     return overlap, order
 
 

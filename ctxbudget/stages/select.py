@@ -40,7 +40,7 @@ from operator import attrgetter
 from typing import Protocol, cast
 
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
-from ctxbudget.extractive import SentenceAnalysis, analyse, rank_analysed
+from ctxbudget.extractive import SentenceAnalysis, analyse, query_stems, rank_stemmed
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import ClassPolicy, Policy
@@ -316,7 +316,10 @@ def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
 def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]:
     """``links`` without the item's own subject (a sentence naming it links nowhere)."""
     own = subject_of(item.title)
-    return links if own is None else tuple(x for x in links if x != f" {own} ")
+    if own is None:
+        return links
+    key = f" {own} "
+    return tuple([x for x in links if x != key])
 
 
 def _padded(text: str) -> str:
@@ -512,10 +515,11 @@ class EvidenceSelector:
         if not rules.compression or rules.excerpt_sentences <= 0:
             return None
         links = subject_links(items)
+        qstems = query_stems(qterms)
 
         def steps(o: _Option) -> tuple[int, ...]:
             it = items[o.item]
-            return excerpt_steps(it, qterms, links_for(it, links), self.analyse(it.text))
+            return excerpt_steps(it, qstems, links_for(it, links), self.analyse(it.text))
 
         return steps
 
@@ -538,19 +542,20 @@ EXCERPT_SLACK = 1.15
 
 def excerpt_steps(
     item: ConsolidatedItem,
-    qterms: frozenset[str],
+    qstems: frozenset[str],
     links: tuple[str, ...] = (),
     analysis: SentenceAnalysis | None = None,
 ) -> tuple[int, ...]:
     """Text tokens for excerpts of the item's best 1, 2, ... sentences (the compressor's
     ranking, with room for the gaps and :data:`EXCERPT_SLACK`), while smaller than the
-    whole text. ``analysis`` is ``analyse(item.text)`` when the caller has it."""
+    whole text. ``qstems`` are the query terms' stems (:func:`query_stems`), and
+    ``analysis`` is ``analyse(item.text)`` when the caller has it."""
     found = analysis if analysis is not None else analyse(item.text)
     bounds = found.bounds
     if len(bounds) < 2:
         return ()
     lead = item.span_start is None or item.span_start == 0
-    _, order = rank_analysed(found, qterms, lead=lead, links=links)
+    _, order = rank_stemmed(found, qstems, lead=lead, links=links)
     whole = estimate_tokens(item.text)
     out: list[int] = []
     est = 2
@@ -579,6 +584,8 @@ class _Admission:
         self.stepper = stepper
         self.remaining = budget - SET_OVERHEAD_TOKENS
         self.qterms = qterms
+        self.nq = len(qterms)
+        self.weights = rules.weights
         self.covered: set[str] = set()
         self.facets = facets
         self.facet_done = [False] * len(facets)
@@ -636,16 +643,25 @@ class _Admission:
         """The option's utility now (the module docstring); worked out again only when one
         of its inputs changed since it was last worked out."""
         if o.stale:
-            w = self.rules.weights
-            gain = o.uncovered / len(self.qterms) if self.qterms else 0.0
+            w = self.weights
+            nq = self.nq
+            gain = o.uncovered / nq if nq else 0.0
             facet_gain = o.open_facets if self.facets else 0
+            subject = o.subject
+            link = (
+                1.0
+                if subject is not None
+                and subject not in self.subjects
+                and (o.named or o.linked_from is not None)
+                else 0.0
+            )
             o.util = (
                 w.relevance * o.rel
                 + w.novelty * (1.0 - o.overlap)
                 + w.authority * o.auth
                 + w.coverage * (gain + facet_gain)
                 + w.match * o.match
-                + w.link * self._link(o)
+                + w.link * link
             )
             o.stale = False
         return o.util
