@@ -143,6 +143,21 @@ def stem(word: str) -> str:
     return word
 
 
+class StemMemo(dict[str, str]):
+    """The :func:`stem` of each word asked for, remembered (a dict look-up costs less than
+    a call through the cache of :func:`stem`); emptied when it grows past ``limit`` words.
+    Owned by whoever analyses many texts; the result is the same with or without it."""
+
+    limit = 1 << 16
+
+    def __missing__(self, word: str) -> str:
+        value = stem(word)
+        if len(self) >= self.limit:
+            self.clear()
+        self[word] = value
+        return value
+
+
 @dataclass(frozen=True, slots=True)
 class SentenceAnalysis:
     """What ranking needs of a text, whatever the query: its sentences, their stemmed terms,
@@ -165,12 +180,15 @@ class SentenceAnalysis:
         )
 
 
-def analyse(text: str) -> SentenceAnalysis:
-    """The :class:`SentenceAnalysis` of ``text``."""
+def analyse(text: str, stems_of: StemMemo | None = None) -> SentenceAnalysis:
+    """The :class:`SentenceAnalysis` of ``text``; ``stems_of`` remembers word stems across
+    calls."""
     bounds = sentences(text)
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
     if flat is not None:
-        return _analyse_ascii(text, bounds, flat)
+        return _analyse_ascii(
+            text, bounds, flat, stem if stems_of is None else stems_of.__getitem__
+        )
     stems: list[frozenset[str]] = []
     protected: list[bool] = []
     padded: list[str] = []
@@ -185,8 +203,11 @@ def analyse(text: str) -> SentenceAnalysis:
     )
 
 
-def _analyse_ascii(text: str, bounds: list[tuple[int, int]], flat: str) -> SentenceAnalysis:
-    """:func:`analyse` of ASCII ``text``, whose :func:`word_skeleton` is ``flat``.
+def _analyse_ascii(
+    text: str, bounds: list[tuple[int, int]], flat: str, stem_of: Callable[[str], str]
+) -> SentenceAnalysis:
+    """:func:`analyse` of ASCII ``text``, whose :func:`word_skeleton` is ``flat``, with
+    ``stem_of`` giving each term's :func:`stem`.
 
     On ASCII text a sentence's words are letters and digits only, so it holds a digit
     exactly when its words joined are not all letters; the only sign that can occur is "%"
@@ -199,7 +220,7 @@ def _analyse_ascii(text: str, bounds: list[tuple[int, int]], flat: str) -> Sente
     for s, e in bounds:
         ws = flat[s:e].split()
         joined = " " + " ".join(ws) + " "
-        stems.append(frozenset(map(stem, frozenset(ws).difference(NOT_TERMS))))
+        stems.append(frozenset(map(stem_of, frozenset(ws).difference(NOT_TERMS))))
         if (
             (ws and not "".join(ws).isalpha())
             or (percent and text.find("%", s, e) >= 0)

@@ -40,7 +40,13 @@ from operator import attrgetter
 from typing import Protocol, cast
 
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
-from ctxbudget.extractive import SentenceAnalysis, analyse, query_stems, rank_stemmed
+from ctxbudget.extractive import (
+    SentenceAnalysis,
+    StemMemo,
+    analyse,
+    query_stems,
+    rank_stemmed,
+)
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import ClassPolicy, Policy
@@ -322,6 +328,10 @@ def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]
     return tuple([x for x in links if x != key])
 
 
+def _analysis_weight(analysis: SentenceAnalysis) -> int:
+    return analysis.weight
+
+
 def _padded(text: str) -> str:
     return " " + " ".join(words(text)) + " "
 
@@ -354,10 +364,12 @@ class EvidenceSelector:
         self.analyses = analyses if analyses is not None else BoundedMemo()
         #: Word ids and shingle sets, shared with the consolidator in one process.
         self.shingles = shingles if shingles is not None else ShingleCache()
+        #: Word stems, remembered for the sentence analyses this stage makes.
+        self.stems = StemMemo()
 
     def analyse(self, text: str) -> SentenceAnalysis:
         """The sentence analysis of ``text``, memoised in ``analyses``."""
-        return self.analyses.get_or_make(text, lambda: analyse(text), lambda a: a.weight)
+        return self.analyses.get_or_make(text, lambda: analyse(text, self.stems), _analysis_weight)
 
     def run(self, cb: ConsolidatedBatch) -> PackedBatch:
         """Admit the best items of one batch through the gates and the budget (the module
