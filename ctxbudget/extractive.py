@@ -180,10 +180,15 @@ class SentenceAnalysis:
         )
 
 
-def analyse(text: str, stems_of: StemMemo | None = None) -> SentenceAnalysis:
+def analyse(
+    text: str,
+    stems_of: StemMemo | None = None,
+    bounds: list[tuple[int, int]] | None = None,
+) -> SentenceAnalysis:
     """The :class:`SentenceAnalysis` of ``text``; ``stems_of`` remembers word stems across
-    calls."""
-    bounds = sentences(text)
+    calls, and ``bounds`` is ``sentences(text)`` when the caller has it."""
+    if bounds is None:
+        bounds = sentences(text)
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
     if flat is not None:
         return _analyse_ascii(

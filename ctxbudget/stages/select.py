@@ -68,6 +68,7 @@ from ctxbudget.text import (
     STOPWORDS,
     ShingleCache,
     content_terms,
+    sentences,
     terms_of,
     word_skeleton,
     words,
@@ -128,7 +129,8 @@ class _Option:
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
     linked_from: str | None = None
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
-    #: smaller than the whole text); worked out when first needed.
+    #: smaller than the whole text); worked out when first needed, and left empty when the
+    #: text has no more sentences than an excerpt keeps.
     steps: tuple[int, ...] | None = None
     #: Rough sentence count of the text; counted when first needed.
     sentence_count: int | None = None
@@ -367,9 +369,12 @@ class EvidenceSelector:
         #: Word stems, remembered for the sentence analyses this stage makes.
         self.stems = StemMemo()
 
-    def analyse(self, text: str) -> SentenceAnalysis:
-        """The sentence analysis of ``text``, memoised in ``analyses``."""
-        return self.analyses.get_or_make(text, lambda: analyse(text, self.stems), _analysis_weight)
+    def analyse(self, text: str, bounds: list[tuple[int, int]] | None = None) -> SentenceAnalysis:
+        """The sentence analysis of ``text``, memoised in ``analyses``; ``bounds`` is
+        ``sentences(text)`` when the caller has it."""
+        return self.analyses.get_or_make(
+            text, lambda: analyse(text, self.stems, bounds), _analysis_weight
+        )
 
     def run(self, cb: ConsolidatedBatch) -> PackedBatch:
         """Admit the best items of one batch through the gates and the budget (the module
@@ -528,10 +533,17 @@ class EvidenceSelector:
             return None
         links = subject_links(items)
         qstems = query_stems(qterms)
+        wanted = rules.excerpt_sentences
 
         def steps(o: _Option) -> tuple[int, ...]:
+            text = o.text
+            bounds = sentences(text)
+            if len(bounds) <= wanted:
+                # Every excerpt is smaller than ``wanted`` sentences, whatever their ranking:
+                # the item enters whole, so its sentences need not be read.
+                return ()
             it = items[o.item]
-            return excerpt_steps(it, qstems, links_for(it, links), self.analyse(it.text))
+            return excerpt_steps(it, qstems, links_for(it, links), self.analyse(text, bounds))
 
         return steps
 
