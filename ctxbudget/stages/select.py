@@ -150,14 +150,19 @@ class _Option:
         side (a phrase of words is found in it as a phrase)."""
         return " " + " ".join(self.hay.split()) + " "
 
+    def rough_sentences(self) -> int:
+        """About how many sentences the text has (abbreviations end sentences too)."""
+        if self.sentence_count is None:
+            self.sentence_count = len(_ROUGH_END.findall(self.text)) + 1
+        return self.sentence_count
+
     def rough_excerpt(self, n: int) -> int | None:
         """About what an excerpt of ``n`` sentences costs, from the mean sentence length;
         None when the text has no more than ``n`` sentences."""
-        if self.sentence_count is None:
-            self.sentence_count = len(_ROUGH_END.findall(self.text)) + 1
-        if self.sentence_count <= n:
+        count = self.rough_sentences()
+        if count <= n:
             return None
-        mean = self.text_est / self.sentence_count
+        mean = self.text_est / count
         return self.header_est + math.ceil((2 + n * (mean + 1)) * EXCERPT_SLACK)
 
 
@@ -537,11 +542,15 @@ class EvidenceSelector:
 
         def steps(o: _Option) -> tuple[int, ...]:
             text = o.text
-            bounds = sentences(text)
-            if len(bounds) <= wanted:
-                # Every excerpt is smaller than ``wanted`` sentences, whatever their ranking:
-                # the item enters whole, so its sentences need not be read.
-                return ()
+            bounds = None
+            if o.rough_sentences() <= wanted:
+                # A text that looks short is split first (a long one goes straight to the
+                # memoised analysis): with no more than ``wanted`` sentences, every excerpt
+                # is smaller than ``wanted`` sentences whatever their ranking, so the item
+                # enters whole and its sentences need not be read.
+                bounds = sentences(text)
+                if len(bounds) <= wanted:
+                    return ()
             it = items[o.item]
             return excerpt_steps(it, qstems, links_for(it, links), self.analyse(text, bounds))
 
