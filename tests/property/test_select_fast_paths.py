@@ -191,3 +191,39 @@ def test_sentences_match_the_look_behind_split(text: str) -> None:
         start = m.end()
     _append_trimmed(text, start, len(text), expected)
     assert sentences(text) == expected
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from(SENTENCE_PIECES + PIECES), max_size=30).map(" ".join),
+    st.integers(min_value=1, max_value=4),
+)
+def test_a_text_of_few_sentences_has_no_excerpt_of_that_many(text: str, wanted: int) -> None:
+    """Excerpt sizes stop short of the whole text, so a text of no more than ``wanted``
+    sentences has fewer than ``wanted`` of them: selection skips its ranking."""
+    from ctxbudget.extractive import query_stems
+    from ctxbudget.schemas import ConsolidatedItem
+    from ctxbudget.stages.select import excerpt_steps
+    from ctxbudget.text import sentences
+
+    if len(sentences(text)) > wanted:
+        return
+    item = ConsolidatedItem(
+        item_id="i",
+        members=(0,),
+        unit_size=1,
+        chunk_ids=("c",),
+        doc_id="d",
+        source_id="s",
+        source_ids=("s",),
+        title=None,
+        version=None,
+        published_at=None,
+        text=text,
+        pieces=(),
+        score=None,
+        authority=0.5,
+        span_start=None,
+    )
+    qstems = query_stems(content_terms("the big stone gap 5 may"))
+    assert len(excerpt_steps(item, qstems, (" big stone gap ",))) < wanted
