@@ -911,32 +911,41 @@ class _Admission:
 
     def _expand(self) -> None:
         """Grow admitted excerpts one sentence at a time, in admission order, round after
-        round while any grows; an excerpt that would reach its whole text gets it back."""
+        round while any grows; an excerpt that would reach its whole text gets it back.
+        The rounds run on plain numbers; each admission that grew is copied once at the end."""
+        targets = [adm.compress_to for adm in self.admitted]
+        costs = [adm.estimated_tokens for adm in self.admitted]
+        grown: set[int] = set()
         grew = True
         while grew:
             grew = False
-            for k, (adm, o) in enumerate(zip(self.admitted, self.taken, strict=True)):
-                if adm.compress_to is None or o.steps is None:
+            for k, o in enumerate(self.taken):
+                current = targets[k]
+                if current is None or o.steps is None:
                     continue
-                level = o.steps.index(adm.compress_to) + 1 if adm.compress_to in o.steps else 0
+                level = o.steps.index(current) + 1 if current in o.steps else 0
                 if level and level < len(o.steps):
                     target: int | None = o.steps[level]
                     cost = o.header_est + o.steps[level]
                 else:
                     target, cost = None, o.est
-                extra = cost - adm.estimated_tokens
+                extra = cost - costs[k]
                 if extra > self.remaining:
                     continue
                 self.remaining -= extra
-                basis = (
-                    adm.basis
-                    if target is not None
-                    else tuple(b for b in adm.basis if b != "excerpt")
-                )
-                self.admitted[k] = adm.model_copy(
-                    update={"compress_to": target, "estimated_tokens": cost, "basis": basis}
-                )
+                targets[k], costs[k] = target, cost
+                grown.add(k)
                 grew = True
+        for k in sorted(grown):
+            adm = self.admitted[k]
+            basis = (
+                adm.basis
+                if targets[k] is not None
+                else tuple(b for b in adm.basis if b != "excerpt")
+            )
+            self.admitted[k] = adm.model_copy(
+                update={"compress_to": targets[k], "estimated_tokens": costs[k], "basis": basis}
+            )
 
     def _compress_leftover(self) -> None:
         """Give what is left to the best waiting item, compressed, if the policy allows."""
