@@ -146,15 +146,19 @@ def stem(word: str) -> str:
 class StemMemo(dict[str, str]):
     """The :func:`stem` of each word asked for, remembered (a dict look-up costs less than
     a call through the cache of :func:`stem`); emptied when it grows past ``limit`` words.
-    Owned by whoever analyses many texts; the result is the same with or without it."""
+    Words over ``longest`` characters (tokens, hashes: rarely seen twice) are stemmed each
+    time instead, so the memo stays small. Owned by whoever analyses many texts; the result
+    is the same with or without it."""
 
     limit = 1 << 16
+    longest = 32
 
     def __missing__(self, word: str) -> str:
         value = stem(word)
-        if len(self) >= self.limit:
-            self.clear()
-        self[word] = value
+        if len(word) <= self.longest:
+            if len(self) >= self.limit:
+                self.clear()
+            self[word] = value
         return value
 
 
