@@ -885,9 +885,8 @@ class _Admission:
         if grams:
             for waiting in groups:
                 for r in waiting:
-                    # A set with no shingle of ``o`` keeps its overlap (and most share none).
                     theirs = r.grams
-                    if theirs and not grams.isdisjoint(theirs):
+                    if theirs:
                         share = len(theirs & grams) / len(theirs)
                         if share > r.overlap:
                             r.overlap = share
