@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from ctxbudget.schemas import EvidenceSpan, Piece
 from ctxbudget.text import (
+    NOT_TERMS,
     content_terms,
     sentences,
     terms_of,
@@ -142,6 +143,25 @@ def stem(word: str) -> str:
     return word
 
 
+class StemMemo(dict[str, str]):
+    """The :func:`stem` of each word asked for, remembered (a dict look-up costs less than
+    a call through the cache of :func:`stem`); emptied when it grows past ``limit`` words.
+    Words over ``longest`` characters (tokens, hashes: rarely seen twice) are stemmed each
+    time instead, so the memo stays small. Owned by whoever analyses many texts; the result
+    is the same with or without it."""
+
+    limit = 1 << 16
+    longest = 32
+
+    def __missing__(self, word: str) -> str:
+        value = stem(word)
+        if len(word) <= self.longest:
+            if len(self) >= self.limit:
+                self.clear()
+            self[word] = value
+        return value
+
+
 @dataclass(frozen=True, slots=True)
 class SentenceAnalysis:
     """What ranking needs of a text, whatever the query: its sentences, their stemmed terms,
@@ -164,18 +184,64 @@ class SentenceAnalysis:
         )
 
 
-def analyse(text: str) -> SentenceAnalysis:
-    """The :class:`SentenceAnalysis` of ``text``."""
-    bounds = sentences(text)
+def analyse(
+    text: str,
+    stems_of: StemMemo | None = None,
+    bounds: list[tuple[int, int]] | None = None,
+) -> SentenceAnalysis:
+    """The :class:`SentenceAnalysis` of ``text``; ``stems_of`` remembers word stems across
+    calls, and ``bounds`` is ``sentences(text)`` when the caller has it."""
+    if bounds is None:
+        bounds = sentences(text)
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
+    if flat is not None:
+        return _analyse_ascii(
+            text, bounds, flat, stem if stems_of is None else stems_of.__getitem__
+        )
     stems: list[frozenset[str]] = []
     protected: list[bool] = []
     padded: list[str] = []
     for s, e in bounds:
-        ws = flat[s:e].split() if flat is not None else words(text[s:e])
+        ws = words(text[s:e])
         joined = " " + " ".join(ws) + " "
         stems.append(frozenset(map(stem, terms_of(ws))))
         protected.append(_protected(text, s, e, ws, joined))
+        padded.append(joined)
+    return SentenceAnalysis(
+        bounds=tuple(bounds), stems=tuple(stems), protected=tuple(protected), padded=tuple(padded)
+    )
+
+
+def _analyse_ascii(
+    text: str, bounds: list[tuple[int, int]], flat: str, stem_of: Callable[[str], str]
+) -> SentenceAnalysis:
+    """:func:`analyse` of ASCII ``text``, whose :func:`word_skeleton` is ``flat``, with
+    ``stem_of`` giving each term's :func:`stem`.
+
+    On ASCII text a sentence's words are letters and digits only, so it holds a digit
+    exactly when its words joined are not all letters; the only sign that can occur is "%"
+    ("°" is not ASCII); and its terms are its distinct words less :data:`NOT_TERMS`."""
+    percent = "%" in text
+    quote = "'" in text
+    stems: list[frozenset[str]] = []
+    protected: list[bool] = []
+    padded: list[str] = []
+    for s, e in bounds:
+        ws = flat[s:e].split()
+        joined = " " + " ".join(ws) + " "
+        stems.append(frozenset(map(stem_of, frozenset(ws).difference(NOT_TERMS))))
+        if (
+            (ws and not "".join(ws).isalpha())
+            or (percent and text.find("%", s, e) >= 0)
+            or not _PROTECTED_WORDS.isdisjoint(ws)
+            or _PROTECTED_PHRASES.search(joined) is not None
+        ):
+            protected.append(True)
+        elif quote and text.find("'", s, e) >= 0:
+            low = text[s:e].lower()
+            protected.append(any(c in low for c in _CONTRACTIONS))
+        else:
+            protected.append(False)
         padded.append(joined)
     return SentenceAnalysis(
         bounds=tuple(bounds), stems=tuple(stems), protected=tuple(protected), padded=tuple(padded)
@@ -215,7 +281,22 @@ def rank_analysed(
     The selector estimates an excerpt's size with this ranking, and the compressor keeps
     sentences in this order, so both agree on what an excerpt holds.
     """
-    qstems = {stem(t) for t in qterms}
+    return rank_stemmed(analysis, query_stems(qterms), lead=lead, links=links)
+
+
+def query_stems(qterms: frozenset[str]) -> frozenset[str]:
+    """The :func:`stem` of each query term."""
+    return frozenset(map(stem, qterms))
+
+
+def rank_stemmed(
+    analysis: SentenceAnalysis,
+    qstems: frozenset[str],
+    *,
+    lead: bool,
+    links: Sequence[str] = (),
+) -> tuple[list[int], list[int]]:
+    """:func:`rank_analysed` with the query terms already stemmed (``query_stems``)."""
     overlap = [len(st & qstems) for st in analysis.stems]
     n = len(overlap)
     scores: list[tuple[float, int]] = []
@@ -231,7 +312,7 @@ def rank_analysed(
             if any(link in padded for link in links):
                 score += LINK_BONUS
         scores.append((score, -i))
-    order = sorted(range(n), key=lambda i: scores[i], reverse=True)
+    order = sorted(range(n), key=scores.__getitem__, reverse=True)
     return overlap, order
 
 

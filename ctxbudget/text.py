@@ -171,13 +171,13 @@ def word_skeleton(text: str) -> str | None:
 
 
 #: Stopwords and the one-letter ASCII words: what is never a term in ASCII text.
-_NOT_TERMS = STOPWORDS | frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+NOT_TERMS = STOPWORDS | frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def terms_of(tokens: Iterable[str]) -> frozenset[str]:
     """The distinct non-stopword terms among ``tokens`` (the output of :func:`words`):
     words of two characters or more, and single digits."""
-    distinct = frozenset(tokens).difference(_NOT_TERMS)
+    distinct = frozenset(tokens).difference(NOT_TERMS)
     if "".join(distinct).isascii():
         # ASCII words are letters and digits: the one-character words left are digits.
         return distinct

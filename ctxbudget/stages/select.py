@@ -40,7 +40,13 @@ from operator import attrgetter
 from typing import Protocol, cast
 
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
-from ctxbudget.extractive import SentenceAnalysis, analyse, rank_analysed
+from ctxbudget.extractive import (
+    SentenceAnalysis,
+    StemMemo,
+    analyse,
+    query_stems,
+    rank_stemmed,
+)
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import ClassPolicy, Policy
@@ -58,7 +64,15 @@ from ctxbudget.schemas import (
     QueryClass,
 )
 from ctxbudget.stages.consolidate import best_ranked_member, primary_score_field
-from ctxbudget.text import STOPWORDS, ShingleCache, content_terms, terms_of, words
+from ctxbudget.text import (
+    STOPWORDS,
+    ShingleCache,
+    content_terms,
+    sentences,
+    terms_of,
+    word_skeleton,
+    words,
+)
 from ctxbudget.tokens import estimate_tokens
 
 
@@ -100,20 +114,23 @@ class _Option:
     #: The item's text, and its estimated tokens (for a rough excerpt size).
     text: str = ""
     text_est: int = 0
-    #: The words of the title and text (for facets, and for entity look-ups once the item
-    #: is in).
-    words: Sequence[str] = ()
+    #: The words of the title and text, each with a space on either side (runs of spaces
+    #: between them on ASCII text): ``f" {w} " in hay`` says whether ``w`` is one of them.
+    hay: str = "  "
     overlap: float = 0.0
     #: ``terms & qterms``, the query terms the item carries (fixed for the batch).
     qhits: frozenset[str] = frozenset()
     #: The entity the item is about (its title's words), when it has a title.
     subject: str | None = None
+    #: ``subject`` with a space on either side (for look-ups in padded text).
+    subject_key: str = ""
     #: The question names ``subject``.
     named: bool = False
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
     linked_from: str | None = None
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
-    #: smaller than the whole text); worked out when first needed.
+    #: smaller than the whole text); worked out when first needed, and left empty when the
+    #: text has no more sentences than an excerpt keeps.
     steps: tuple[int, ...] | None = None
     #: Rough sentence count of the text; counted when first needed.
     sentence_count: int | None = None
@@ -128,14 +145,24 @@ class _Option:
     neg_rank: int = 0
     stale: bool = True
 
+    def padded_words(self) -> str:
+        """The words of the title and text joined by single spaces, with a space on either
+        side (a phrase of words is found in it as a phrase)."""
+        return " " + " ".join(self.hay.split()) + " "
+
+    def rough_sentences(self) -> int:
+        """About how many sentences the text has (abbreviations end sentences too)."""
+        if self.sentence_count is None:
+            self.sentence_count = len(_ROUGH_END.findall(self.text)) + 1
+        return self.sentence_count
+
     def rough_excerpt(self, n: int) -> int | None:
         """About what an excerpt of ``n`` sentences costs, from the mean sentence length;
         None when the text has no more than ``n`` sentences."""
-        if self.sentence_count is None:
-            self.sentence_count = len(_ROUGH_END.findall(self.text)) + 1
-        if self.sentence_count <= n:
+        count = self.rough_sentences()
+        if count <= n:
             return None
-        mean = self.text_est / self.sentence_count
+        mean = self.text_est / count
         return self.header_est + math.ceil((2 + n * (mean + 1)) * EXCERPT_SLACK)
 
 
@@ -302,11 +329,28 @@ def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
 def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]:
     """``links`` without the item's own subject (a sentence naming it links nowhere)."""
     own = subject_of(item.title)
-    return links if own is None else tuple(x for x in links if x != f" {own} ")
+    if own is None:
+        return links
+    key = f" {own} "
+    return tuple([x for x in links if x != key])
+
+
+def _analysis_weight(analysis: SentenceAnalysis) -> int:
+    return analysis.weight
 
 
 def _padded(text: str) -> str:
     return " " + " ".join(words(text)) + " "
+
+
+def _hay(text: str) -> str:
+    """The words of ``text`` with a space on either side of each: the lower-cased text with
+    every character but letters and digits made a space when it is ASCII, else its words
+    joined by single spaces; ``f" {w} " in _hay(text)`` exactly when ``w in words(text)``."""
+    flat = word_skeleton(text)
+    if flat is None:
+        return " " + " ".join(words(text)) + " "
+    return f" {flat} "
 
 
 class EvidenceSelector:
@@ -327,10 +371,15 @@ class EvidenceSelector:
         self.analyses = analyses if analyses is not None else BoundedMemo()
         #: Word ids and shingle sets, shared with the consolidator in one process.
         self.shingles = shingles if shingles is not None else ShingleCache()
+        #: Word stems, remembered for the sentence analyses this stage makes.
+        self.stems = StemMemo()
 
-    def analyse(self, text: str) -> SentenceAnalysis:
-        """The sentence analysis of ``text``, memoised in ``analyses``."""
-        return self.analyses.get_or_make(text, lambda: analyse(text), lambda a: a.weight)
+    def analyse(self, text: str, bounds: list[tuple[int, int]] | None = None) -> SentenceAnalysis:
+        """The sentence analysis of ``text``, memoised in ``analyses``; ``bounds`` is
+        ``sentences(text)`` when the caller has it."""
+        return self.analyses.get_or_make(
+            text, lambda: analyse(text, self.stems, bounds), _analysis_weight
+        )
 
     def run(self, cb: ConsolidatedBatch) -> PackedBatch:
         """Admit the best items of one batch through the gates and the budget (the module
@@ -420,13 +469,20 @@ class EvidenceSelector:
         linking = rules.weights.link > 0
         flagged = frozenset(f.chunk_id for f in flags)
         qpadded = _padded(query.text) if linking else ""
-        out = []
+        nq = len(qterms)
+        # Each query term with a space on either side, in a fixed order.
+        qkeys = [(t, f" {t} ") for t in sorted(qterms)]
+        flagged_auth = bool(flagged)
+        out: list[_Option] = []
+        append = out.append
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
             it = items[i]
-            item_words = words(it.text if not it.title else f"{it.title} {it.text}")
+            text = it.text
+            title = it.title
+            hay = _hay(f"{title} {text}" if title else text)
             # The query terms are terms, so the item's words hold exactly its terms of them.
-            qhits = qterms.intersection(item_words)
-            lexical = len(qhits) / len(qterms) if qterms else 0.0
+            qhits = frozenset([t for t, key in qkeys if key in hay])
+            lexical = len(qhits) / nq if nq else 0.0
             score = it.score
             if score is None:
                 rel = 0.5 * lexical
@@ -435,31 +491,33 @@ class EvidenceSelector:
                 rel = 0.8 * norm + 0.2 * lexical
             match = 0.0
             if signals:
-                hay = f"{it.title or ''} {it.version or ''} {it.text}".lower()
-                match = sum(1 for s in signals if s in hay) / len(signals)
+                hay_low = f"{title or ''} {it.version or ''} {text}".lower()
+                match = sum(1 for s in signals if s in hay_low) / len(signals)
             head = header_estimate(it, defaults)
-            text_est = estimate_tokens(it.text)
-            subject = subject_of(it.title) if linking else None
-            out.append(
+            text_est = estimate_tokens(text)
+            subject = subject_of(title) if linking else None
+            subject_key = f" {subject} " if subject is not None else ""
+            append(
                 _Option(
                     item=i,
                     rank=rank,
                     rel=rel,
                     # A passage the gate flagged (rendered as low trust) carries no authority.
                     auth=min(it.authority, 0.2)
-                    if flagged and not flagged.isdisjoint(it.chunk_ids)
+                    if flagged_auth and not flagged.isdisjoint(it.chunk_ids)
                     else it.authority,
                     grams=grams,
                     est=head + text_est,
                     header_est=head,
                     match=match,
                     source=it.source_id,
-                    text=it.text,
+                    text=text,
                     text_est=text_est,
-                    words=item_words,
+                    hay=hay,
                     qhits=qhits,
                     subject=subject,
-                    named=subject is not None and f" {subject} " in qpadded,
+                    subject_key=subject_key,
+                    named=subject is not None and subject_key in qpadded,
                 )
             )
         named = {o.subject for o in out if o.named and o.subject is not None}
@@ -479,10 +537,22 @@ class EvidenceSelector:
         if not rules.compression or rules.excerpt_sentences <= 0:
             return None
         links = subject_links(items)
+        qstems = query_stems(qterms)
+        wanted = rules.excerpt_sentences
 
         def steps(o: _Option) -> tuple[int, ...]:
+            text = o.text
+            bounds = None
+            if o.rough_sentences() <= wanted:
+                # A text that looks short is split first (a long one goes straight to the
+                # memoised analysis): with no more than ``wanted`` sentences, every excerpt
+                # is smaller than ``wanted`` sentences whatever their ranking, so the item
+                # enters whole and its sentences need not be read.
+                bounds = sentences(text)
+                if len(bounds) <= wanted:
+                    return ()
             it = items[o.item]
-            return excerpt_steps(it, qterms, links_for(it, links), self.analyse(it.text))
+            return excerpt_steps(it, qstems, links_for(it, links), self.analyse(text, bounds))
 
         return steps
 
@@ -505,19 +575,20 @@ EXCERPT_SLACK = 1.15
 
 def excerpt_steps(
     item: ConsolidatedItem,
-    qterms: frozenset[str],
+    qstems: frozenset[str],
     links: tuple[str, ...] = (),
     analysis: SentenceAnalysis | None = None,
 ) -> tuple[int, ...]:
     """Text tokens for excerpts of the item's best 1, 2, ... sentences (the compressor's
     ranking, with room for the gaps and :data:`EXCERPT_SLACK`), while smaller than the
-    whole text. ``analysis`` is ``analyse(item.text)`` when the caller has it."""
+    whole text. ``qstems`` are the query terms' stems (:func:`query_stems`), and
+    ``analysis`` is ``analyse(item.text)`` when the caller has it."""
     found = analysis if analysis is not None else analyse(item.text)
     bounds = found.bounds
     if len(bounds) < 2:
         return ()
     lead = item.span_start is None or item.span_start == 0
-    _, order = rank_analysed(found, qterms, lead=lead, links=links)
+    _, order = rank_stemmed(found, qstems, lead=lead, links=links)
     whole = estimate_tokens(item.text)
     out: list[int] = []
     est = 2
@@ -546,6 +617,8 @@ class _Admission:
         self.stepper = stepper
         self.remaining = budget - SET_OVERHEAD_TOKENS
         self.qterms = qterms
+        self.nq = len(qterms)
+        self.weights = rules.weights
         self.covered: set[str] = set()
         self.facets = facets
         self.facet_done = [False] * len(facets)
@@ -574,7 +647,8 @@ class _Admission:
 
     def _covers(self, o: _Option, f: frozenset[str]) -> bool:
         """At least half of the facet's words are terms of the item."""
-        return len(terms_of(f.intersection(o.words))) * 2 >= len(f)
+        hay = o.hay
+        return len(terms_of([w for w in f if f" {w} " in hay])) * 2 >= len(f)
 
     def _link(self, o: _Option) -> float:
         if o.subject is None or o.subject in self.subjects:
@@ -602,16 +676,25 @@ class _Admission:
         """The option's utility now (the module docstring); worked out again only when one
         of its inputs changed since it was last worked out."""
         if o.stale:
-            w = self.rules.weights
-            gain = o.uncovered / len(self.qterms) if self.qterms else 0.0
+            w = self.weights
+            nq = self.nq
+            gain = o.uncovered / nq if nq else 0.0
             facet_gain = o.open_facets if self.facets else 0
+            subject = o.subject
+            link = (
+                1.0
+                if subject is not None
+                and subject not in self.subjects
+                and (o.named or o.linked_from is not None)
+                else 0.0
+            )
             o.util = (
                 w.relevance * o.rel
                 + w.novelty * (1.0 - o.overlap)
                 + w.authority * o.auth
                 + w.coverage * (gain + facet_gain)
                 + w.match * o.match
-                + w.link * self._link(o)
+                + w.link * link
             )
             o.stale = False
         return o.util
@@ -764,7 +847,7 @@ class _Admission:
         self._record(o, util, cost, compress_to, basis)
         self.sources[o.source] = self.sources.get(o.source, 0) + 1
         self._cover(o)
-        self._reach((*pool, *self.budget_waiting), o)
+        self._reach(o, pool, self.budget_waiting)
 
     def _cover(self, o: _Option) -> None:
         """Mark the query terms, facets and subject of admitted ``o`` as covered, and the
@@ -785,24 +868,29 @@ class _Admission:
             for r in self.by_subject[o.subject]:
                 r.stale = True
 
-    def _reach(self, waiting: Sequence[_Option], o: _Option) -> None:
-        """What admitted ``o`` does to the items still waiting: those whose subject its text
-        mentions are linked from it (the bridge), and their novelty counts its shingles."""
+    def _reach(self, o: _Option, *groups: Sequence[_Option]) -> None:
+        """What admitted ``o`` does to the items still waiting (in ``groups``): those whose
+        subject its text mentions are linked from it (the bridge), and their novelty counts
+        its shingles."""
         if self.linking:
             padded = ""
-            for r in waiting:
-                if r.subject is not None and r.linked_from is None and not r.named:
-                    padded = padded or " " + " ".join(o.words) + " "
-                    if f" {r.subject} " in padded:
-                        r.linked_from = o.subject
-                        r.stale = True
-        if o.grams:
-            for r in waiting:
-                if r.grams:
-                    share = len(r.grams & o.grams) / len(r.grams)
-                    if share > r.overlap:
-                        r.overlap = share
-                        r.stale = True
+            for waiting in groups:
+                for r in waiting:
+                    if r.subject is not None and r.linked_from is None and not r.named:
+                        padded = padded or o.padded_words()
+                        if r.subject_key in padded:
+                            r.linked_from = o.subject
+                            r.stale = True
+        grams = o.grams
+        if grams:
+            for waiting in groups:
+                for r in waiting:
+                    theirs = r.grams
+                    if theirs:
+                        share = len(theirs & grams) / len(theirs)
+                        if share > r.overlap:
+                            r.overlap = share
+                            r.stale = True
 
     def _record(
         self, o: _Option, util: float, cost: int, compress_to: int | None, basis: tuple[str, ...]
@@ -822,32 +910,41 @@ class _Admission:
 
     def _expand(self) -> None:
         """Grow admitted excerpts one sentence at a time, in admission order, round after
-        round while any grows; an excerpt that would reach its whole text gets it back."""
+        round while any grows; an excerpt that would reach its whole text gets it back.
+        The rounds run on plain numbers; each admission that grew is copied once at the end."""
+        targets = [adm.compress_to for adm in self.admitted]
+        costs = [adm.estimated_tokens for adm in self.admitted]
+        grown: set[int] = set()
         grew = True
         while grew:
             grew = False
-            for k, (adm, o) in enumerate(zip(self.admitted, self.taken, strict=True)):
-                if adm.compress_to is None or o.steps is None:
+            for k, o in enumerate(self.taken):
+                current = targets[k]
+                if current is None or o.steps is None:
                     continue
-                level = o.steps.index(adm.compress_to) + 1 if adm.compress_to in o.steps else 0
+                level = o.steps.index(current) + 1 if current in o.steps else 0
                 if level and level < len(o.steps):
                     target: int | None = o.steps[level]
                     cost = o.header_est + o.steps[level]
                 else:
                     target, cost = None, o.est
-                extra = cost - adm.estimated_tokens
+                extra = cost - costs[k]
                 if extra > self.remaining:
                     continue
                 self.remaining -= extra
-                basis = (
-                    adm.basis
-                    if target is not None
-                    else tuple(b for b in adm.basis if b != "excerpt")
-                )
-                self.admitted[k] = adm.model_copy(
-                    update={"compress_to": target, "estimated_tokens": cost, "basis": basis}
-                )
+                targets[k], costs[k] = target, cost
+                grown.add(k)
                 grew = True
+        for k in sorted(grown):
+            adm = self.admitted[k]
+            basis = (
+                adm.basis
+                if targets[k] is not None
+                else tuple(b for b in adm.basis if b != "excerpt")
+            )
+            self.admitted[k] = adm.model_copy(
+                update={"compress_to": targets[k], "estimated_tokens": costs[k], "basis": basis}
+            )
 
     def _compress_leftover(self) -> None:
         """Give what is left to the best waiting item, compressed, if the policy allows."""

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget.extractive import _PROTECTED_WORDS, analyse
+from ctxbudget.extractive import _PROTECTED_WORDS, StemMemo, analyse, stem
 from ctxbudget.text import content_terms, terms_of, words
 
 SETTINGS = settings(max_examples=300, deadline=None)
@@ -82,6 +82,34 @@ def test_protected_sentences_match_the_word_by_word_reading(text: str) -> None:
     found = analyse(text)
     want = [plain_protected(text[s:e], words(text[s:e])) for s, e in found.bounds]
     assert list(found.protected) == want
+
+
+@SETTINGS
+@given(texts)
+def test_sentence_stems_match_the_word_by_word_reading(text: str) -> None:
+    """Each sentence's stems are the stems of its terms, with or without a stem memo (ASCII
+    text takes the skeleton path, other text the word path)."""
+    memo = StemMemo()
+    for found in (analyse(text), analyse(text, memo), analyse(text, memo)):
+        want = tuple(frozenset(map(stem, terms_of(words(text[s:e])))) for s, e in found.bounds)
+        assert found.stems == want
+        assert found.padded == tuple(
+            " " + " ".join(words(text[s:e])) + " " for s, e in found.bounds
+        )
+
+
+@SETTINGS
+@given(texts, st.lists(st.sampled_from(PIECES), max_size=4).map(" ".join))
+def test_an_items_word_hay_holds_exactly_its_words(text: str, probe: str) -> None:
+    """A word is padded with spaces in an item's hay exactly when it is one of the item's
+    words, and the hay's words joined are its padded words."""
+    from ctxbudget.stages.select import _hay
+
+    hay = _hay(text)
+    ws = words(text)
+    for w in {*ws, *words(probe), "x", "5"}:
+        assert (f" {w} " in hay) == (w in ws)
+    assert " " + " ".join(hay.split()) + " " == " " + " ".join(ws) + " "
 
 
 @SETTINGS
@@ -163,3 +191,39 @@ def test_sentences_match_the_look_behind_split(text: str) -> None:
         start = m.end()
     _append_trimmed(text, start, len(text), expected)
     assert sentences(text) == expected
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from(SENTENCE_PIECES + PIECES), max_size=30).map(" ".join),
+    st.integers(min_value=1, max_value=4),
+)
+def test_a_text_of_few_sentences_has_no_excerpt_of_that_many(text: str, wanted: int) -> None:
+    """Excerpt sizes stop short of the whole text, so a text of no more than ``wanted``
+    sentences has fewer than ``wanted`` of them: selection skips its ranking."""
+    from ctxbudget.extractive import query_stems
+    from ctxbudget.schemas import ConsolidatedItem
+    from ctxbudget.stages.select import excerpt_steps
+    from ctxbudget.text import sentences
+
+    if len(sentences(text)) > wanted:
+        return
+    item = ConsolidatedItem(
+        item_id="i",
+        members=(0,),
+        unit_size=1,
+        chunk_ids=("c",),
+        doc_id="d",
+        source_id="s",
+        source_ids=("s",),
+        title=None,
+        version=None,
+        published_at=None,
+        text=text,
+        pieces=(),
+        score=None,
+        authority=0.5,
+        span_start=None,
+    )
+    qstems = query_stems(content_terms("the big stone gap 5 may"))
+    assert len(excerpt_steps(item, qstems, (" big stone gap ",))) < wanted
