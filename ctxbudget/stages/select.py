@@ -804,9 +804,9 @@ class _Admission:
                     reason = "budget"
                 if reason is None:
                     pool = ranked[at + 1 :]
-                    self._take(
-                        best, pool, excerpt=self.excerpts and self.excerpt_est(best) is not None
-                    )
+                    excerpt = self.excerpts and self.excerpt_est(best) is not None
+                    # Items held back (source cap, excerpt floor) wait too: they are reached.
+                    self._take(best, (pool, deferred, later), excerpt=excerpt)
                     break
                 if reason == "source_cap":
                     deferred.append(best)
@@ -831,7 +831,7 @@ class _Admission:
             return "budget"
         return None
 
-    def _take(self, o: _Option, pool: list[_Option], *, excerpt: bool) -> None:
+    def _take(self, o: _Option, waiting: tuple[Sequence[_Option], ...], *, excerpt: bool) -> None:
         util = self.utility(o)
         basis = self._basis(o)
         if excerpt:
@@ -847,7 +847,7 @@ class _Admission:
         self._record(o, util, cost, compress_to, basis)
         self.sources[o.source] = self.sources.get(o.source, 0) + 1
         self._cover(o)
-        self._reach(o, pool, self.budget_waiting)
+        self._reach(o, *waiting, self.budget_waiting)
 
     def _cover(self, o: _Option) -> None:
         """Mark the query terms, facets and subject of admitted ``o`` as covered, and the

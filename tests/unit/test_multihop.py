@@ -227,3 +227,43 @@ def test_no_pressure_no_excerpts(pipeline: Pipeline) -> None:
     ]
     pack = pipeline.run(batch(paras, query="When was each topic founded?")).pack
     assert len(pack.evidence) == 3 and not any(e.compressed for e in pack.evidence)
+
+
+def test_an_item_held_by_the_source_cap_is_linked_while_it_waits(pipeline: Pipeline) -> None:
+    """The per-source cap holds a passage back; a passage from another source admitted
+    meanwhile names it. When the cap yields, the held passage enters as that link's bridge."""
+    paras = [
+        _para(
+            "Big Stone Gap (film)",
+            "Big Stone Gap is a 2014 American romantic comedy film. It was filmed in Virginia.",
+            9.0,
+        ),
+        _para(
+            "Adriana Trigiani",
+            "Adriana Trigiani is an Italian American author and film director based in "
+            "Greenwich Village, New York City.",
+            6.0,
+        ),
+        candidate(
+            "review",
+            "The film was directed by Adriana Trigiani, who also wrote the novel.",
+            5.0,
+            title="Film review",
+            source_id="news",
+            doc_id="review",
+        ),
+    ]
+    b = batch(
+        paras,
+        query="The director of the romantic comedy Big Stone Gap is based in what New York city?",
+        input_limit=1100,
+        reserve_tokens=300,
+    )
+    capped = _with(pipeline, per_source_cap=1)
+    routed = capped.router.run(b)
+    packed = capped.selector.run(capped.consolidator.run(routed))
+    items = packed.consolidated.items
+    order = [items[a.item].title for a in sorted(packed.admitted, key=lambda a: a.rank)]
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert order == ["Big Stone Gap (film)", "Film review", "Adriana Trigiani"]
+    assert "bridge:film review" in basis["Adriana Trigiani"]
