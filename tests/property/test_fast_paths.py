@@ -174,12 +174,16 @@ def _plain_pairs(
     )
 
 
-@SETTINGS
-@given(
+#: Shingle sets and the two thresholds of near-duplicate pairing.
+PAIR_CASES = (
     st.lists(st.frozensets(st.integers(0, 40), max_size=25), max_size=10),
     st.sampled_from([0.0, 0.3, 0.6, 0.8, 1.0]),
     st.sampled_from([0.0, 0.5, 0.8, 1.0]),
 )
+
+
+@SETTINGS
+@given(*PAIR_CASES)
 def test_prefix_filtering_finds_exactly_the_near_duplicate_pairs(
     sets: list[frozenset[int]], jaccard_min: float, containment_min: float
 ) -> None:
@@ -189,11 +193,7 @@ def test_prefix_filtering_finds_exactly_the_near_duplicate_pairs(
 
 
 @SETTINGS
-@given(
-    st.lists(st.frozensets(st.integers(0, 40), max_size=25), max_size=10),
-    st.sampled_from([0.0, 0.3, 0.6, 0.8, 1.0]),
-    st.sampled_from([0.0, 0.5, 0.8, 1.0]),
-)
+@given(*PAIR_CASES)
 def test_the_table_of_shared_shingles_finds_the_same_pairs_within_the_work_bound(
     sets: list[frozenset[int]], jaccard_min: float, containment_min: float
 ) -> None:
