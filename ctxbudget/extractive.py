@@ -248,21 +248,6 @@ def _analyse_ascii(
     )
 
 
-def rank_sentences(
-    text: str,
-    bounds: Sequence[tuple[int, int]],
-    qterms: frozenset[str],
-    *,
-    lead: bool,
-    links: Sequence[str] = (),
-) -> tuple[list[int], list[int]]:
-    """:func:`rank_analysed` of ``analyse(text)`` (``bounds`` must be ``sentences(text)``)."""
-    analysis = analyse(text)
-    if tuple(bounds) != analysis.bounds:
-        raise ValueError("bounds must be the text's sentences")
-    return rank_analysed(analysis, qterms, lead=lead, links=links)
-
-
 def rank_analysed(
     analysis: SentenceAnalysis,
     qterms: frozenset[str],

@@ -660,11 +660,3 @@ def _append_trimmed(text: str, start: int, end: int, out: list[tuple[int, int]])
         end -= 1
     if end > start:
         out.append((start, end))
-
-
-def first_seen_order(items: Iterable[str]) -> list[str]:
-    """Distinct items in order of first appearance."""
-    seen: dict[str, None] = {}
-    for i in items:
-        seen.setdefault(i, None)
-    return list(seen)
