@@ -85,7 +85,10 @@ def evidence_ids(keys: Sequence[tuple[str, str, str, str]]) -> list[str]:
     values = [_digest(*k) for k in keys]
     distinct = len(set(values))
     length = ID_LENGTH
-    while length < 24 and len({v % len(_ID_ALPHABET) ** length for v in values}) < distinct:
+    while length < 24:
+        modulus = len(_ID_ALPHABET) ** length
+        if len({v % modulus for v in values}) == distinct:
+            break
         length += 1
     return [_spell(v, length) for v in values]
 

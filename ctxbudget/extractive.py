@@ -248,27 +248,6 @@ def _analyse_ascii(
     )
 
 
-def rank_analysed(
-    analysis: SentenceAnalysis,
-    qterms: frozenset[str],
-    *,
-    lead: bool,
-    links: Sequence[str] = (),
-) -> tuple[list[int], list[int]]:
-    """Per-sentence query overlap, and the sentence indices best first.
-
-    A sentence scores the query terms it carries (matched by :func:`stem`), plus
-    :data:`PROTECTED_BONUS` when it holds a protected fact and bears on the query (it, or a
-    neighbour, shares a query term), plus :data:`LEAD_BONUS` for the first sentence when
-    ``lead``, plus :data:`LINK_BONUS` when it names one of ``links`` (the entities other
-    retrieved passages are about, as space-padded lower-case words: the sentence that carries
-    a multi-hop question to its next passage); earlier sentences break ties.
-    The selector estimates an excerpt's size with this ranking, and the compressor keeps
-    sentences in this order, so both agree on what an excerpt holds.
-    """
-    return rank_stemmed(analysis, query_stems(qterms), lead=lead, links=links)
-
-
 def query_stems(qterms: frozenset[str]) -> frozenset[str]:
     """The :func:`stem` of each query term."""
     return frozenset(map(stem, qterms))
@@ -281,7 +260,17 @@ def rank_stemmed(
     lead: bool,
     links: Sequence[str] = (),
 ) -> tuple[list[int], list[int]]:
-    """:func:`rank_analysed` with the query terms already stemmed (``query_stems``)."""
+    """Per-sentence query overlap, and the sentence indices best first.
+
+    A sentence scores the query stems it carries (``qstems``: :func:`query_stems`), plus
+    :data:`PROTECTED_BONUS` when it holds a protected fact and bears on the query (it, or a
+    neighbour, shares a query term), plus :data:`LEAD_BONUS` for the first sentence when
+    ``lead``, plus :data:`LINK_BONUS` when it names one of ``links`` (the entities other
+    retrieved passages are about, as space-padded lower-case words: the sentence that carries
+    a multi-hop question to its next passage); earlier sentences break ties.
+    The selector estimates an excerpt's size with this ranking, and the compressor keeps
+    sentences in this order, so both agree on what an excerpt holds.
+    """
     overlap = [len(st & qstems) for st in analysis.stems]
     n = len(overlap)
     scores: list[tuple[float, int]] = []
@@ -337,7 +326,9 @@ class ExtractiveCompressor:
         bounds = analysis.bounds
         if not bounds or target_tokens <= 0:
             return None
-        overlap, order = rank_analysed(analysis, content_terms(query), lead=lead, links=links)
+        overlap, order = rank_stemmed(
+            analysis, query_stems(content_terms(query)), lead=lead, links=links
+        )
         kept: list[int] = []
         used = 2  # the excerpt attribute
         for i in order:
