@@ -9,6 +9,7 @@
     python -m bench soak --no-broker --hostile 4 [--rate 20]      (... with hostile batches)
     python -m bench quality  [--policy default@1] [--compare lean@1] [--sets a,b] [--json-out F]
     python -m bench hostile  [--cases identical-3000,tokenizer-400] [--json-out F]
+    python -m bench drift    [--alpha 0.1] [--null-requests 10000] [--json-out F]
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
@@ -135,6 +136,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
     p.add_argument("--json-out")
 
+    p = sub.add_parser("drift", help="the coverage monitor on labelled traffic that drifts")
+    from bench import drift
+
+    drift.add_arguments(p)
+
     p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
     p.add_argument("--json-out", help="a folder: one JSON file per benchmark")
     p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
@@ -177,6 +183,11 @@ def _run(command: str, args: Any) -> int:
             )
             print(quality_suite.format_results(ref, results), end="\n\n", flush=True)
             report["policies"][ref] = [asdict(r) for r in results]
+    elif command == "drift":
+        from bench import drift
+
+        report.update(drift.run(args))
+        print(drift.render(report))
     elif command == "hostile":
         from bench import hostile
 

@@ -168,12 +168,15 @@ def calibrate(
     pooled_results = {alpha_key(a): conformal_threshold(t.pooled, a) for a in alpha_list}
     pooled = {k: ThresholdEntry.of(r) for k, r in pooled_results.items()}
 
+    stored: dict[str, tuple[float, ...]] = {POOLED: tuple(sorted(t.pooled))}
     class_entries: dict[str, dict[str, ClassThresholdEntry]] = {}
     class_info: dict[str, ClassInfo] = {}
     if by_class:
         for cls in sorted(t.class_queries):
             scores = t.by_class.get(cls, [])
             own = len(scores) >= min_per_class
+            if own:
+                stored[cls] = tuple(sorted(scores))
             entries: dict[str, ClassThresholdEntry] = {}
             for a in alpha_list:
                 r = conformal_threshold(scores, a) if own else pooled_results[alpha_key(a)]
@@ -223,4 +226,5 @@ def calibrate(
         data_sha256=data_hash,
         created=created.isoformat() if isinstance(created, date) else created,
         baselines=base,
+        relevant_scores=stored,
     )

@@ -104,6 +104,10 @@ class CalibrationFile(WireModel):
     data_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
     created: str
     baselines: Baselines | None = None
+    #: The relevant calibration scores per bin (``pooled`` and each Mondrian class), sorted:
+    #: what the drift monitor's conformal p-values are computed against. Files made before
+    #: they were stored have none; the monitor then tests misses alone.
+    relevant_scores: dict[str, tuple[float, ...]] = Field(default_factory=dict)
 
     @field_validator("created")
     @classmethod

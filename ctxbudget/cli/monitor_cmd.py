@@ -1,0 +1,147 @@
+"""``ctxbudget monitor``: replay a labelled stream through the coverage monitor.
+
+Reads labelled ``ctx.candidate_batch.v1`` JSONL in file order, as a label stream would deliver
+them, and prints the monitor's report: coverage per window, the request at which drift was
+declared, and (with ``--adaptive``) where it recalibrated. ``--write-calibration`` writes the
+recalibration as a new calibration file version, to be rolled out like any policy change
+(shadow, compare, cohort, kill switch): the monitor never changes what a worker serves.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import click
+
+from ctxbudget.cli.common import UsageFailure
+from ctxbudget.cli.conformal_cmds import FALLBACK_CLASS, read_labelled, resolve_classifier
+from ctxbudget.conformal import (
+    CalibrationError,
+    batches_sha256,
+    calibrate,
+    load_calibration,
+    save_calibration,
+    scorer_from_name,
+)
+from ctxbudget.conformal.monitor import CoverageMonitor, MonitorConfig, MonitorReport
+
+
+def _next_version(version: str) -> str:
+    return str(int(version) + 1) if version.isdigit() else f"{version}.1"
+
+
+def _summary(report: MonitorReport, alpha: float) -> str:
+    lines = [
+        f"monitor: {report.n_requests} labelled requests, target coverage {1 - alpha:.3f} "
+        f"(test: {report.test})",
+        f"drift declared at request {report.alarm_at}"
+        if report.alarm_at is not None
+        else "no drift declared",
+    ]
+    if report.recalibrations:
+        lines.append(f"recalibrated at request(s) {', '.join(map(str, report.recalibrations))}")
+    if report.coverage_alert_at is not None:
+        lines.append(f"coverage alert at request {report.coverage_alert_at}")
+    lines.append("window_end  coverage  [95% interval]  kept_fraction")
+    for w in report.coverage_by_window:
+        cov = "-" if w.coverage is None else f"{w.coverage:.3f}"
+        kept = "-" if w.kept_fraction is None else f"{w.kept_fraction:.3f}"
+        lines.append(f"{w.end:>10}  {cov:>8}  [{w.lower:.3f}, {w.upper:.3f}]  {kept:>13}")
+    final = "-" if report.final_coverage is None else f"{report.final_coverage:.3f}"
+    lines.append(f"final coverage (last third): {final}")
+    return "\n".join(lines)
+
+
+@click.command("monitor")
+@click.argument("labelled", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--calibration",
+    "calibration_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+)
+@click.option("--alpha", type=float, required=True, help="the alpha the filter serves")
+@click.option("--adaptive", is_flag=True, help="recalibrate after declared drift")
+@click.option("--window", type=int, default=50, show_default=True, help="requests per window")
+@click.option("--tolerance", type=float, default=0.03, show_default=True)
+@click.option(
+    "--alarm-level",
+    type=float,
+    default=20_000.0,
+    show_default=True,
+    help="drift level: mean requests between false alarms is at least this",
+)
+@click.option("--recalibration-size", type=int, default=500, show_default=True)
+@click.option(
+    "--write-calibration",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="with --adaptive: write the first recalibration as a new calibration file version",
+)
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.pass_context
+def monitor_cmd(
+    ctx: click.Context,
+    labelled: Path,
+    calibration_path: Path,
+    alpha: float,
+    adaptive: bool,
+    window: int,
+    tolerance: float,
+    alarm_level: float,
+    recalibration_size: int,
+    write_calibration: Path | None,
+    as_json: bool,
+) -> None:
+    """Watch the conformal filter's coverage on LABELLED batches, in order, and detect drift."""
+    if write_calibration is not None and not adaptive:
+        raise UsageFailure("--write-calibration needs --adaptive")
+    try:
+        cal = load_calibration(calibration_path)
+        config = MonitorConfig(
+            alpha=alpha,
+            tolerance=tolerance,
+            window=window,
+            alarm_level=alarm_level,
+            adaptive=adaptive,
+            recalibration_size=recalibration_size,
+        )
+        classify = resolve_classifier() if cal.by_class else (lambda b: FALLBACK_CLASS)
+        monitor = CoverageMonitor(cal, config, classify=classify)
+    except (CalibrationError, ValueError) as e:
+        raise UsageFailure(str(e)) from e
+    data = read_labelled(labelled)
+    labelled_batches = []
+    for batch in data.batches:
+        if monitor.observe(batch) is not None:
+            labelled_batches.append(batch)
+    report = monitor.report()
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        click.echo(_summary(report, alpha))
+    if write_calibration is not None:
+        if not report.recalibrations or report.change_point is None:
+            raise click.ClickException("no recalibration completed: nothing written")
+        chosen = labelled_batches[report.change_point : report.recalibrations[0] + 1]
+        try:
+            new = calibrate(
+                chosen,
+                alphas=cal.alphas,
+                scorer=scorer_from_name(cal.scorer),
+                data_hash=batches_sha256(chosen),
+                created=datetime.date.today().isoformat(),
+                name=cal.name,
+                version=_next_version(cal.version),
+            )
+        except ValueError as e:
+            raise click.ClickException(str(e)) from e
+        save_calibration(new, write_calibration)
+        click.echo(
+            f"wrote {write_calibration}: {new.name}@{new.version} from requests "
+            f"{report.change_point}..{report.recalibrations[0]}",
+            err=True,
+        )
+    if data.n_bad:
+        ctx.exit(1)
