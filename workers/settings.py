@@ -26,6 +26,7 @@ class TopicNames(ReportModel):
     audit: str = "ctx.audit.v1"
     control: str = "ctx.control.v1"
     deadletter: str = "ctx.deadletter.v1"
+    labels: str = "ctx.labels.v1"
 
 
 class WorkerSettings(BaseSettings):

@@ -28,7 +28,7 @@ _register("monitor_cmd", "monitor_cmd")
 _register("replay", "replay_cmd", "compare_cmd")
 with contextlib.suppress(ModuleNotFoundError):  # the Kafka commands need the `kafka` extra
     _register("kafka", "broker_cmd", "topics_cmd", "worker_cmd", "demo_cmd")
-    _register("produce", "produce_cmd")
+    _register("produce", "produce_cmd", "label_cmd")
     _register("control", "control_cmd")
 with contextlib.suppress(ModuleNotFoundError):
     _register("analyst_cmds", "audit_sink_cmd", "report_cmd", "explain_cmd")

@@ -1,19 +1,23 @@
 """``ctxbudget monitor``: replay a labelled stream through the coverage monitor.
 
 Reads labelled ``ctx.candidate_batch.v1`` JSONL in file order, as a label stream would deliver
-them, and prints the monitor's report: coverage per window, the request at which drift was
-declared, and (with ``--adaptive``) where it recalibrated. ``--write-calibration`` writes the
-recalibration as a new calibration file version, to be rolled out like any policy change
-(shadow, compare, cohort, kill switch): the monitor never changes what a worker serves.
+them (or unlabelled batches and a ``--labels`` file of Label v1 lines, joined by request id in
+the order of the labels), and prints the monitor's report: coverage per window, the request
+at which drift was declared and, with ``--adaptive``, where it recalibrated.
+``--write-calibration`` writes the recalibration as a new calibration file version, to be
+rolled out like any policy change (shadow, compare, cohort, kill switch): the monitor never
+changes what a worker serves.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from pydantic import ValidationError
 
 from ctxbudget.cli.common import UsageFailure
 from ctxbudget.cli.conformal_cmds import FALLBACK_CLASS, read_labelled, resolve_classifier
@@ -26,6 +30,9 @@ from ctxbudget.conformal import (
     scorer_from_name,
 )
 from ctxbudget.conformal.monitor import CoverageMonitor, MonitorConfig, MonitorReport
+from ctxbudget.labels import Label, with_label
+from ctxbudget.models import describe_validation
+from ctxbudget.schemas import CandidateBatch
 
 
 def _next_version(version: str) -> str:
@@ -79,6 +86,12 @@ def _summary(report: MonitorReport, alpha: float) -> str:
     type=click.Path(dir_okay=False, path_type=Path),
     help="with --adaptive: write the first recalibration as a new calibration file version",
 )
+@click.option(
+    "--labels",
+    "labels_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Label v1 JSONL: join each label with its batch, in the labels' order",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.pass_context
 def monitor_cmd(
@@ -92,6 +105,7 @@ def monitor_cmd(
     alarm_level: float,
     recalibration_size: int,
     write_calibration: Path | None,
+    labels_path: Path | None,
     as_json: bool,
 ) -> None:
     """Watch the conformal filter's coverage on LABELLED batches, in order, and detect drift."""
@@ -112,8 +126,13 @@ def monitor_cmd(
     except (CalibrationError, ValueError) as e:
         raise UsageFailure(str(e)) from e
     data = read_labelled(labelled)
+    stream = list(data.batches)
+    n_bad = data.n_bad
+    if labels_path is not None:
+        stream, n_bad_labels = _join_labels(data.batches, labels_path)
+        n_bad += n_bad_labels
     labelled_batches = []
-    for batch in data.batches:
+    for batch in stream:
         if monitor.observe(batch) is not None:
             labelled_batches.append(batch)
     report = monitor.report()
@@ -143,5 +162,33 @@ def monitor_cmd(
             f"{report.change_point}..{report.recalibrations[0]}",
             err=True,
         )
-    if data.n_bad:
+    if n_bad:
         ctx.exit(1)
+
+
+def _join_labels(batches: Sequence[CandidateBatch], path: Path) -> tuple[list[CandidateBatch], int]:
+    """Each label's batch carrying that label, in the labels' order; a label whose request has
+    no batch, or a bad line, is reported on stderr and counted."""
+    by_id = {b.request_id: b for b in batches}
+    out: list[CandidateBatch] = []
+    n_bad = 0
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as e:
+        raise UsageFailure(f"{path}: cannot read: {e.strerror or e}") from e
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            label = Label.model_validate_json(raw)
+        except ValidationError as e:
+            n_bad += 1
+            click.echo(f"{path}:{lineno}: bad label: {describe_validation(e, limit=1)}", err=True)
+            continue
+        batch = by_id.get(label.request_id)
+        if batch is None:
+            n_bad += 1
+            click.echo(f"{path}:{lineno}: no batch for request {label.request_id!r}", err=True)
+            continue
+        out.append(with_label(batch, label))
+    return out, n_bad

@@ -25,6 +25,7 @@ from ctxbudget.cli.common import (
 )
 from ctxbudget.codec import dead_letter, decode_batch, encode
 from ctxbudget.errors import CtxBudgetError
+from ctxbudget.labels import Label
 from ctxbudget.limits import InputLimits
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import (
@@ -40,6 +41,7 @@ from ctxbudget.schemas import (
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "candidate_batch": CandidateBatch,
+    "label": Label,
     "routed_batch": RoutedBatch,
     "consolidated_batch": ConsolidatedBatch,
     "packed_batch": PackedBatch,

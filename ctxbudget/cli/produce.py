@@ -1,4 +1,7 @@
-"""`ctxbudget produce`: put CandidateBatch lines on the candidates topic, validated first.
+"""`ctxbudget produce` and `ctxbudget label`: put validated lines on a topic.
+
+``produce`` sends CandidateBatch lines to the candidates topic; ``label`` sends Label v1 lines
+(or the labels of labelled CandidateBatch lines, converted) to the labels topic.
 
 Each line is decoded as strictly as a worker decodes it; a line that would not pack (not JSON,
 fails validation, over the message size) is refused: reported with its line number (and
@@ -11,10 +14,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 import click
+import orjson
 
 from ctxbudget.cli.common import (
     Pacer,
@@ -26,6 +31,7 @@ from ctxbudget.cli.common import (
     worker_settings,
 )
 from ctxbudget.codec import dead_letter, decode_batch, encode
+from ctxbudget.labels import LABEL_SOURCES, Label, LabelSource, label_of_batch
 
 if TYPE_CHECKING:
     from ctxbudget.kafka import WorkerSettings
@@ -86,14 +92,39 @@ def _connect(settings: WorkerSettings, brokers: str, topic: str, timeout_s: floa
         raise UsageFailure(str(e)) from e
 
 
-def _validate(raw: bytes, max_bytes: int) -> str:
-    """The line's request id, if a worker would accept the line; raises otherwise."""
+#: Checks one line and returns its key and the bytes to send; raises when it must be refused.
+Validator = Callable[[bytes, int], tuple[str, bytes]]
+
+
+def _check_size(raw: bytes, max_bytes: int) -> None:
     if len(raw) > max_bytes:
         raise ValueError(
             f"line is {len(raw)} bytes, over the {max_bytes}-byte message limit "
             "(CTXBUDGET_MAX_MESSAGE_BYTES)"
         )
-    return decode_batch(raw).request_id
+
+
+def _validate(raw: bytes, max_bytes: int) -> tuple[str, bytes]:
+    """The line's request id and the line itself, if a worker would accept it; raises otherwise."""
+    _check_size(raw, max_bytes)
+    return decode_batch(raw).request_id, raw
+
+
+def _label_validator(source: LabelSource) -> Validator:
+    """Label v1 lines pass as they are; a labelled CandidateBatch line becomes its Label."""
+
+    def validate(raw: bytes, max_bytes: int) -> tuple[str, bytes]:
+        _check_size(raw, max_bytes)
+        doc = orjson.loads(raw)
+        if isinstance(doc, dict) and doc.get("schema") == "ctx.label.v1":
+            label = Label.model_validate_json(raw)
+            return label.request_id, raw
+        made = label_of_batch(decode_batch(raw), source)
+        if made is None:
+            raise ValueError("the batch carries no labels (labels.relevant_chunk_ids)")
+        return made.request_id, encode(made)
+
+    return validate
 
 
 def _refuse(
@@ -177,22 +208,112 @@ def produce_cmd(
       3  internal failure outside any one line
     """
     settings = worker_settings()
-    brokers = brokers or settings.brokers
-    topic = topic or settings.topics.candidates
-    src = open_in(batches, what="BATCHES")
+    _run(
+        settings,
+        batches,
+        brokers or settings.brokers,
+        topic or settings.topics.candidates,
+        rate,
+        dead_path,
+        dry_run,
+        timeout,
+        verbose,
+        _validate,
+        name="produce",
+        what="BATCHES",
+    )
+
+
+@click.command("label")
+@click.argument("labels", type=click.Path(allow_dash=True, dir_okay=False))
+@click.option(
+    "--source",
+    type=click.Choice(LABEL_SOURCES),
+    default="analyst",
+    show_default=True,
+    help="Who labelled: given to labelled batches (Label v1 lines keep their own).",
+)
+@click.option(
+    "--brokers",
+    envvar="CTXBUDGET_BROKERS",
+    help="Bootstrap servers (default: $CTXBUDGET_BROKERS, else 127.0.0.1:9092).",
+)
+@click.option("--topic", help="Topic to write (default: $CTXBUDGET_TOPICS__LABELS).")
+@click.option(
+    "--dead-letter", "dead_path", help="Write refused lines here as DeadLetter v1 records."
+)
+@click.option("--dry-run", is_flag=True, help="Validate only: connect to nothing, send nothing.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=15.0,
+    show_default=True,
+    help="Seconds to wait for the broker: to answer at start, to acknowledge at the end.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="List every record sent: line, key, place.")
+def label_cmd(
+    labels: str,
+    source: LabelSource,
+    brokers: str | None,
+    topic: str | None,
+    dead_path: str | None,
+    dry_run: bool,
+    timeout: float,
+    verbose: bool,
+) -> None:
+    """Send the labels of LABELS ('-' for stdin) to the labels topic, for the coverage monitor.
+
+    Each line is a Label v1 record, or a labelled CandidateBatch v1 whose
+    labels.relevant_chunk_ids are sent as a Label with --source. Lines are keyed by request id;
+    a line that is neither is refused with its line number. Exit statuses as `produce`.
+    """
+    settings = worker_settings()
+    _run(
+        settings,
+        labels,
+        brokers or settings.brokers,
+        topic or settings.topics.labels,
+        None,
+        dead_path,
+        dry_run,
+        timeout,
+        verbose,
+        _label_validator(source),
+        name="label",
+        what="LABELS",
+    )
+
+
+def _run(
+    settings: WorkerSettings,
+    path: str,
+    brokers: str,
+    topic: str,
+    rate: float | None,
+    dead_path: str | None,
+    dry_run: bool,
+    timeout: float,
+    verbose: bool,
+    validate: Validator,
+    *,
+    name: str,
+    what: str,
+) -> None:
+    batches = path
+    src = open_in(batches, what=what)
     tally = _Tally()
     started = time.monotonic()
     try:
         with open_out(dead_path, what="--dead-letter file") as dl:
             writer = None if dry_run else _connect(settings, brokers, topic, timeout)
             try:
-                _produce_lines(src, batches, writer, topic, settings, rate, dl, tally)
+                _produce_lines(src, batches, writer, topic, settings, rate, dl, tally, validate)
             finally:
                 if writer is not None:
                     _finish(writer, timeout, tally)
             if dl is not None:
                 for line_no, raw, error in sorted(tally.failed, key=lambda f: f[0]):
-                    letter = dead_letter(raw, error, stage="produce", source=batches, line=line_no)
+                    letter = dead_letter(raw, error, stage=name, source=batches, line=line_no)
                     dl.write(encode(letter) + b"\n")
     except click.ClickException:
         raise
@@ -203,7 +324,7 @@ def produce_cmd(
     finally:
         if src is not sys.stdin.buffer:
             src.close()
-    _report(tally, topic, brokers, dry_run, verbose, time.monotonic() - started)
+    _report(tally, topic, brokers, dry_run, verbose, time.monotonic() - started, name)
     if tally.refused or tally.failed:
         sys.exit(EXIT_REFUSED)
 
@@ -217,12 +338,13 @@ def _produce_lines(
     rate: float | None,
     dl: IO[bytes] | None,
     tally: _Tally,
+    validate: Validator,
 ) -> None:
     pacer = Pacer(rate)
     for line_no, raw in iter_lines(src):
         tally.lines += 1
         try:
-            rid = _validate(raw, settings.max_message_bytes)
+            rid, value = validate(raw, settings.max_message_bytes)
         except Exception as e:  # whatever is wrong with a line, it is that line's refusal
             tally.refused += 1
             _refuse(line_no, raw, e, source, dl)
@@ -231,7 +353,7 @@ def _produce_lines(
             continue
         if rate:
             pacer.wait()
-        _send(writer, topic, line_no, rid, raw, tally)
+        _send(writer, topic, line_no, rid, value, tally)
 
 
 def _finish(writer: TopicWriter, timeout_s: float, tally: _Tally) -> None:
@@ -247,7 +369,7 @@ def _finish(writer: TopicWriter, timeout_s: float, tally: _Tally) -> None:
 
 
 def _report(
-    tally: _Tally, topic: str, brokers: str, dry_run: bool, verbose: bool, took: float
+    tally: _Tally, topic: str, brokers: str, dry_run: bool, verbose: bool, took: float, name: str
 ) -> None:
     if verbose:
         for line_no, rid, partition, offset in sorted(tally.acked):
@@ -256,7 +378,7 @@ def _report(
         click.echo(f"line {line_no}: not sent: {one_line(error)}", err=True)
     if dry_run:
         click.echo(
-            f"produce: {tally.lines} lines, {tally.lines - tally.refused} valid, "
+            f"{name}: {tally.lines} lines, {tally.lines - tally.refused} valid, "
             f"{tally.refused} refused (dry run: nothing sent)",
             err=True,
         )
@@ -264,7 +386,7 @@ def _report(
     acked = len(tally.acked)
     partitions = len({p for _, _, p, _ in tally.acked})
     click.echo(
-        f"produce: {tally.lines} lines, {acked} sent to {topic} at {brokers} "
+        f"{name}: {tally.lines} lines, {acked} sent to {topic} at {brokers} "
         f"(key: request_id, {partitions} partition(s), {tally.bytes_acked / 1024:.1f} KiB, "
         f"{took:.1f} s), {tally.refused} refused, {len(tally.failed)} not acknowledged",
         err=True,

@@ -112,3 +112,41 @@ def test_a_missing_topic_or_broker_is_a_usage_error(lab: Lab) -> None:
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("Error: cannot reach the broker at 127.0.0.1:1: ")
+
+
+def test_label_sends_label_records_keyed_by_request_id(lab: Lab, tmp_path: Path) -> None:
+    """`ctxbudget label` turns labelled batches into Label v1 records on the labels topic, sends
+    Label lines as they are, and refuses a batch without labels by its line number."""
+    rows = [orjson.loads(line) for line in EXAMPLES.read_bytes().splitlines()[:2]]
+    first = {**rows[0], "labels": {"relevant_chunk_ids": [rows[0]["candidates"][0]["chunk_id"]]}}
+    given = {
+        "schema": "ctx.label.v1",
+        "request_id": "req-label-2",
+        "relevant_chunk_ids": ["c-9"],
+        "source": "replay",
+    }
+    unlabelled = {k: v for k, v in rows[1].items() if k != "labels"}
+    path = tmp_path / "labels.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in (first, given, unlabelled)) + b"\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxbudget", "label", str(path), "--brokers", lab.broker.bootstrap],
+        env=lab.env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr  # the unlabelled batch is refused
+    assert "line 3: ValueError: the batch carries no labels" in proc.stderr
+    consumer = lab.consumer(lab.topics.labels)
+    records = {msg.key.decode(): orjson.loads(msg.value) for msg in consumer}
+    consumer.close()
+    assert records[first["request_id"]] == {
+        "schema": "ctx.label.v1",
+        "request_id": first["request_id"],
+        "relevant_chunk_ids": first["labels"]["relevant_chunk_ids"],
+        "source": "analyst",
+    }
+    assert records["req-label-2"] == given
+    assert len(records) == 2

@@ -27,6 +27,7 @@ from ctxbudget.conformal.monitor import (
     conformal_p_value,
     wilson_interval,
 )
+from ctxbudget.labels import Label
 from ctxbudget.schemas import CandidateBatch
 from ctxbudget.testing import batch, candidate
 
@@ -223,3 +224,35 @@ def test_monitor_command_names_a_missing_calibration(tmp_path: Path) -> None:
     res = CliRunner().invoke(monitor_cmd, [str(data), "--calibration", missing, "--alpha", "0.1"])
     assert res.exit_code == 2
     assert "nope.json" in res.output
+
+
+def test_monitor_joins_a_label_file_with_unlabelled_batches(
+    tmp_path: Path, cal: CalibrationFile
+) -> None:
+    """--labels: each Label v1 line joins its batch by request id, in the labels' order; a label
+    for an unknown request is reported and makes the exit status 1."""
+    cal_path = save_calibration(cal, tmp_path / "cal.json")
+    labelled = _stream(60, seed=14)
+    plain = [b.model_copy(update={"labels": None}) for b in labelled]
+    data = _write(tmp_path / "batches.jsonl", plain)
+    labels = [
+        Label(
+            request_id=b.request_id,
+            relevant_chunk_ids=b.labels.relevant_chunk_ids,
+            source="analyst",
+        )
+        for b in reversed(labelled)
+        if b.labels is not None
+    ]
+    lines = [lab.model_dump_json(by_alias=True) for lab in labels]
+    lines.append(Label(request_id="nope", source="analyst").model_dump_json(by_alias=True))
+    (tmp_path / "labels.jsonl").write_text("\n".join(lines) + "\n")
+    args = [str(data), "--calibration", str(cal_path), "--alpha", "0.1", "--json"]
+    res = CliRunner().invoke(monitor_cmd, [*args, "--labels", str(tmp_path / "labels.jsonl")])
+    assert res.exit_code == 1
+    assert "no batch for request 'nope'" in res.stderr
+    assert json.loads(res.stdout)["n_requests"] == 60
+    direct = CoverageMonitor(cal, MonitorConfig(alpha=ALPHA), classify=lambda b: "point_lookup")
+    for b in reversed(labelled):
+        direct.observe(b)
+    assert json.loads(res.stdout) == direct.report().as_dict()
