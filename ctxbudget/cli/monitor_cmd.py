@@ -23,11 +23,10 @@ from ctxbudget.cli.common import UsageFailure
 from ctxbudget.cli.conformal_cmds import FALLBACK_CLASS, read_labelled, resolve_classifier
 from ctxbudget.conformal import (
     CalibrationError,
-    batches_sha256,
-    calibrate,
+    CalibrationFile,
     load_calibration,
+    recalibrate,
     save_calibration,
-    scorer_from_name,
 )
 from ctxbudget.conformal.monitor import CoverageMonitor, MonitorConfig, MonitorReport
 from ctxbudget.labels import Label, with_label
@@ -62,7 +61,7 @@ def _summary(report: MonitorReport, alpha: float) -> str:
 
 
 @click.command("monitor")
-@click.argument("labelled", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("labelled", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--calibration",
     "calibration_path",
@@ -93,6 +92,28 @@ def _summary(report: MonitorReport, alpha: float) -> str:
     help="Label v1 JSONL: join each label with its batch, in the labels' order",
 )
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="live: read the candidates and labels topics, export metrics, run until stopped",
+)
+@click.option("--brokers", envvar="CTXBUDGET_BROKERS", help="with --follow: bootstrap servers")
+@click.option(
+    "--metrics-port", type=int, default=9108, show_default=True, help="with --follow (0: none)"
+)
+@click.option(
+    "--calibration-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="with --follow --adaptive: write each recalibration here as NAME@VERSION.json",
+)
+@click.option(
+    "--max-requests",
+    type=click.IntRange(min=1),
+    default=200_000,
+    show_default=True,
+    help="with --follow: batches held while their label is awaited",
+)
+@click.option("--until-idle", type=float, default=None, hidden=True)
 @click.pass_context
 def monitor_cmd(
     ctx: click.Context,
@@ -107,8 +128,20 @@ def monitor_cmd(
     write_calibration: Path | None,
     labels_path: Path | None,
     as_json: bool,
+    follow: bool,
+    brokers: str | None,
+    metrics_port: int,
+    calibration_dir: Path | None,
+    max_requests: int,
+    until_idle: float | None,
 ) -> None:
-    """Watch the conformal filter's coverage on LABELLED batches, in order, and detect drift."""
+    """Watch the conformal filter's coverage on LABELLED batches, in order, and detect drift.
+
+    With --follow, read the candidates topic and the labels topic instead (no LABELLED), join
+    each label with its batch, and export coverage and the drift test on --metrics-port.
+    """
+    if follow == (labelled is not None):
+        raise UsageFailure("give LABELLED, or --follow to read the topics (not both)")
     if write_calibration is not None and not adaptive:
         raise UsageFailure("--write-calibration needs --adaptive")
     try:
@@ -125,6 +158,10 @@ def monitor_cmd(
         monitor = CoverageMonitor(cal, config, classify=classify)
     except (CalibrationError, ValueError) as e:
         raise UsageFailure(str(e)) from e
+    if follow:
+        _follow(monitor, cal, brokers, metrics_port, calibration_dir, max_requests, until_idle)
+        return
+    assert labelled is not None
     data = read_labelled(labelled)
     stream = list(data.batches)
     n_bad = data.n_bad
@@ -141,29 +178,87 @@ def monitor_cmd(
     else:
         click.echo(_summary(report, alpha))
     if write_calibration is not None:
-        if not report.recalibrations or report.change_point is None:
-            raise click.ClickException("no recalibration completed: nothing written")
-        chosen = labelled_batches[report.change_point : report.recalibrations[0] + 1]
-        try:
-            new = calibrate(
-                chosen,
-                alphas=cal.alphas,
-                scorer=scorer_from_name(cal.scorer),
-                data_hash=batches_sha256(chosen),
-                created=datetime.date.today().isoformat(),
-                name=cal.name,
-                version=_next_version(cal.version),
-            )
-        except ValueError as e:
-            raise click.ClickException(str(e)) from e
-        save_calibration(new, write_calibration)
-        click.echo(
-            f"wrote {write_calibration}: {new.name}@{new.version} from requests "
-            f"{report.change_point}..{report.recalibrations[0]}",
-            err=True,
-        )
+        _write_recalibration(cal, monitor, report, write_calibration)
     if n_bad:
         ctx.exit(1)
+
+
+def _follow(
+    monitor: CoverageMonitor,
+    cal: CalibrationFile,
+    brokers: str | None,
+    metrics_port: int,
+    calibration_dir: Path | None,
+    max_requests: int,
+    until_idle: float | None,
+) -> None:
+    from prometheus_client import start_http_server
+
+    from ctxbudget.cli.common import worker_settings
+    from ctxbudget.conformal.monitor import LabelJoin
+    from ctxbudget.kafka import io
+    from ctxbudget.kafka.coverage import CoverageMetrics, CoverageService
+
+    settings = worker_settings()
+    names = settings.topics
+    where = brokers or settings.brokers
+    metrics = CoverageMetrics(1.0 - monitor.config.alpha)
+    if metrics_port:
+        try:
+            start_http_server(metrics_port, registry=metrics.registry)
+        except OSError as e:
+            raise UsageFailure(
+                f"cannot serve metrics on port {metrics_port}: {e.strerror or e}"
+            ) from e
+    service = CoverageService(
+        monitor=monitor,
+        join=LabelJoin(monitor, max_requests=max_requests, max_waiting=max_requests),
+        metrics=metrics,
+        candidates_topic=names.candidates,
+        labels_topic=names.labels,
+        calibration=cal,
+        write_calibration=calibration_dir,
+        emit=lambda line: click.echo(line, err=True),
+    )
+    topics = [names.candidates, names.labels]
+    click.echo(f"monitor: following {', '.join(topics)} at {where}", err=True)
+    try:
+        with io.reaching(where, doing="reach", value_errors=False):
+            source = io.KafkaSource(io.consumer_config(settings, where), topics, {})
+    except io.BrokerUnreachableError as e:
+        raise UsageFailure(str(e)) from e
+    try:
+        service.run(source, until_idle=until_idle)
+    finally:
+        source.close()
+    report = monitor.report()
+    click.echo(
+        f"monitor: {report.n_requests} labelled requests joined, drift declared at "
+        f"{report.alarm_at}, recalibrated at {list(report.recalibrations)}",
+        err=True,
+    )
+
+
+def _write_recalibration(
+    cal: CalibrationFile, monitor: CoverageMonitor, report: MonitorReport, path: Path
+) -> None:
+    """The monitor's first frozen recalibration as the next version of the calibration file."""
+    scores = monitor.recalibrated_scores
+    if not report.recalibrations or report.change_point is None or scores is None:
+        raise click.ClickException("no recalibration completed: nothing written")
+    new = recalibrate(
+        cal,
+        scores,
+        version=_next_version(cal.version),
+        created=datetime.date.today().isoformat(),
+        n_queries=report.recalibrations[0] - report.change_point + 1,
+    )
+    save_calibration(new, path)
+    click.echo(
+        f"wrote {path}: {new.name}@{new.version} from {len(scores)} relevant passages of "
+        f"requests {report.change_point}..{report.recalibrations[0]}",
+        err=True,
+    )
 
 
 def _join_labels(batches: Sequence[CandidateBatch], path: Path) -> tuple[list[CandidateBatch], int]:

@@ -43,6 +43,7 @@ from ctxbudget.conformal._common import (
 )
 from ctxbudget.conformal.calibrate import (
     calibrate,
+    recalibrate,
 )
 from ctxbudget.conformal.calibration_file import (
     Baselines,
@@ -119,6 +120,7 @@ __all__ = [
     "load_calibration",
     "min_calibration_size",
     "query_embedding_of",
+    "recalibrate",
     "resolve_scorer",
     "save_calibration",
     "scorer_from_name",

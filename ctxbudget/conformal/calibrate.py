@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -227,4 +228,40 @@ def calibrate(
         created=created.isoformat() if isinstance(created, date) else created,
         baselines=base,
         relevant_scores=stored,
+    )
+
+
+def recalibrate(
+    base: CalibrationFile,
+    scores: Sequence[float],
+    *,
+    version: str,
+    created: str | date,
+    n_queries: int,
+) -> CalibrationFile:
+    """A new version of ``base`` whose pooled thresholds come from ``scores`` (the relevant
+    passages' non-conformity scores collected after drift), for the same scorer and alphas.
+
+    Pooled only: a recalibration collects a few hundred passages, too few to give each query
+    class its own bin. The data hash is the sha256 of the sorted scores' ``repr`` lines.
+    """
+    if not scores:
+        raise ValueError("no scores to recalibrate on")
+    ordered = tuple(sorted(float(s) for s in scores))
+    digest = hashlib.sha256("\n".join(map(repr, ordered)).encode()).hexdigest()
+    pooled = {alpha_key(a): ThresholdEntry.of(conformal_threshold(ordered, a)) for a in base.alphas}
+    return CalibrationFile(
+        name=base.name,
+        version=version,
+        method=base.method,
+        scorer=base.scorer,
+        scorer_requested=base.scorer_requested,
+        alphas=base.alphas,
+        pooled=pooled,
+        n_queries=n_queries,
+        n_queries_without_relevant=0,
+        n_relevant=len(ordered),
+        data_sha256=digest,
+        created=created.isoformat() if isinstance(created, date) else created,
+        relevant_scores={POOLED: ordered},
     )

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ctxbudget.conformal._common import POOLED
@@ -64,9 +64,11 @@ from ctxbudget.schemas import CandidateBatch
 __all__ = [
     "BETTING_SLOPES",
     "CoverageMonitor",
+    "LabelJoin",
     "MonitorConfig",
     "MonitorReport",
     "RequestOutcome",
+    "ScoredRequest",
     "WindowCoverage",
     "betting_e_value",
     "conformal_p_value",
@@ -159,6 +161,15 @@ class MonitorConfig:
                 f"recalibration_size must be >= {min_calibration_size(self.alpha)} at "
                 f"alpha={self.alpha}, got {self.recalibration_size!r}"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredRequest:
+    """A request as the monitor keeps it until its label arrives: class and scores only."""
+
+    request_id: str
+    query_class: str | None
+    scores: tuple[tuple[str, float | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,22 +305,35 @@ class CoverageMonitor:
 
     # ------------------------------------------------------------ observation
 
+    def scores_of(self, batch: CandidateBatch) -> ScoredRequest:
+        """What the monitor needs of a batch, taken as it passes (before its label arrives):
+        the query class and each candidate's non-conformity score, in candidate order."""
+        cls = batch.query.class_hint or (self._classify(batch) if self._classify else None)
+        scorer = bind_scorer(self._filter.scorer, batch)
+        return ScoredRequest(
+            request_id=batch.request_id,
+            query_class=cls,
+            scores=tuple((c.chunk_id, scorer.score(batch.query, c)) for c in batch.candidates),
+        )
+
     def observe(self, batch: CandidateBatch) -> RequestOutcome | None:
         """Take one labelled request; None (and nothing counted) when it carries no labels."""
         if batch.labels is None:
             return None
+        return self.observe_scored(self.scores_of(batch), batch.labels.relevant_chunk_ids)
+
+    def observe_scored(self, request: ScoredRequest, relevant_ids: Iterable[str]) -> RequestOutcome:
+        """Take one request's scores (:meth:`scores_of`) with its label's relevant ids."""
         index = len(self._outcomes)
-        cls = batch.query.class_hint or (self._classify(batch) if self._classify else None)
+        cls = request.query_class
         threshold, cal_scores = self._threshold(cls)
-        scorer = bind_scorer(self._filter.scorer, batch)
-        relevant = set(batch.labels.relevant_chunk_ids)
+        relevant = set(relevant_ids)
         rel_scores: list[float] = []
         n_rel = n_kept = n_cand_kept = 0
-        for c in batch.candidates:
-            s = scorer.score(batch.query, c)
+        for chunk_id, s in request.scores:
             kept = s is None or s <= threshold
             n_cand_kept += kept
-            if c.chunk_id in relevant:
+            if chunk_id in relevant:
                 n_rel += 1
                 n_kept += kept
                 if s is not None:
@@ -333,11 +357,11 @@ class CoverageMonitor:
             tally[1] += n_rel
         out = RequestOutcome(
             index=index,
-            request_id=batch.request_id,
+            request_id=request.request_id,
             query_class=cls,
             n_relevant=n_rel,
             n_kept=n_kept,
-            n_candidates=len(batch.candidates),
+            n_candidates=len(request.scores),
             n_candidates_kept=n_cand_kept,
             threshold=threshold,
             e_value=e,
@@ -407,10 +431,8 @@ class CoverageMonitor:
 
     # ------------------------------------------------------------ coverage
 
-    def _check_coverage_alert(self) -> None:
-        w = self._config.window
-        if self._coverage_alert_at is not None or len(self._outcomes) % w:
-            return
+    def recent_coverage(self) -> tuple[int, int]:
+        """(kept, relevant) over the last ``alert_passages`` relevant passages (or all so far)."""
         need = self._config.alert_passages
         n = kept = 0
         for o in reversed(self._outcomes):
@@ -418,11 +440,33 @@ class CoverageMonitor:
                 break
             n += o.n_relevant
             kept += o.n_kept
-        if n < need:
+        return kept, n
+
+    def _check_coverage_alert(self) -> None:
+        w = self._config.window
+        if self._coverage_alert_at is not None or len(self._outcomes) % w:
+            return
+        kept, n = self.recent_coverage()
+        if n < self._config.alert_passages:
             return
         lower, _ = wilson_interval(kept, n)
         if lower < 1.0 - self._config.alpha - self._config.tolerance:
             self._coverage_alert_at = self._outcomes[-1].index
+
+    @property
+    def config(self) -> MonitorConfig:
+        """The settings the monitor was built with."""
+        return self._config
+
+    @property
+    def recalibrations(self) -> tuple[int, ...]:
+        """The labelled requests at which a recalibration was frozen, in order."""
+        return tuple(self._recalibrations)
+
+    @property
+    def statistic(self) -> float:
+        """The Shiryaev-Roberts statistic now (drift is declared at ``alarm_level``)."""
+        return self._sr
 
     def windows(self) -> tuple[WindowCoverage, ...]:
         """Coverage per window of ``config.window`` requests (the last one may be shorter)."""
@@ -466,3 +510,57 @@ class CoverageMonitor:
             ),
             test=self._test,
         )
+
+
+class LabelJoin:
+    """Joins a stream of batches with a later stream of labels, by request id, in bounded memory.
+
+    A batch is kept as its :class:`ScoredRequest` (class and scores, no text) until its label
+    arrives or ``max_requests`` newer batches push it out (oldest first); a label that arrives
+    before its batch waits, up to ``max_waiting`` labels (oldest dropped first). Each drop is
+    counted, never silent.
+    """
+
+    def __init__(self, monitor: CoverageMonitor, *, max_requests: int, max_waiting: int) -> None:
+        if max_requests < 1 or max_waiting < 0:
+            raise ValueError(
+                f"max_requests must be >= 1 and max_waiting >= 0, got {max_requests}, {max_waiting}"
+            )
+        self.monitor = monitor
+        self.max_requests = max_requests
+        self.max_waiting = max_waiting
+        self._scored: dict[str, ScoredRequest] = {}
+        self._waiting: dict[str, tuple[str, ...]] = {}
+        #: batches pushed out before a label came, labels dropped while waiting for their batch
+        self.expired_batches = 0
+        self.expired_labels = 0
+
+    def batch(self, batch: CandidateBatch) -> RequestOutcome | None:
+        """Take a batch; its outcome when its label was already waiting."""
+        relevant = self._waiting.pop(batch.request_id, None)
+        scored = self.monitor.scores_of(batch)
+        if relevant is not None:
+            return self.monitor.observe_scored(scored, relevant)
+        self._scored.pop(batch.request_id, None)  # a redelivered batch moves to the newest place
+        self._scored[batch.request_id] = scored
+        while len(self._scored) > self.max_requests:
+            del self._scored[next(iter(self._scored))]
+            self.expired_batches += 1
+        return None
+
+    def label(self, request_id: str, relevant_chunk_ids: Sequence[str]) -> RequestOutcome | None:
+        """Take a label; its outcome when its batch has been seen, else it waits."""
+        scored = self._scored.pop(request_id, None)
+        if scored is not None:
+            return self.monitor.observe_scored(scored, relevant_chunk_ids)
+        self._waiting.pop(request_id, None)
+        self._waiting[request_id] = tuple(relevant_chunk_ids)
+        while len(self._waiting) > self.max_waiting:
+            del self._waiting[next(iter(self._waiting))]
+            self.expired_labels += 1
+        return None
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """(batches held, labels waiting)."""
+        return len(self._scored), len(self._waiting)
