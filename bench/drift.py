@@ -162,6 +162,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             recalibration_size=args.recalibration_size,
         )
         adapt_rep, adapt_rows = _run(cal, stream, adapt_cfg)
+        aci_cfg = MonitorConfig(alpha=args.alpha, window=args.window, aci_gamma=args.aci_gamma)
+        aci_rep, aci_rows = _run(cal, stream, aci_cfg)
         _, oracle_rows = _run(oracle_cal, stream, base)
         tail = len(stream) - len(after) // 3
         alarm = next((a for a in static_rep.alarms if a >= change), None)
@@ -178,9 +180,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "adaptive_after": _segment(adapt_rows, change, len(stream)),
             "static_last_third": _segment(static_rows, tail, len(stream)),
             "adaptive_last_third": _segment(adapt_rows, tail, len(stream)),
+            "aci_after": _segment(aci_rows, change, len(stream)),
+            "aci_last_third": _segment(aci_rows, tail, len(stream)),
             "new_calibration_last_third": _segment(oracle_rows, tail, len(stream)),
             "coverage_by_window_static": [w.coverage for w in static_rep.coverage_by_window],
             "coverage_by_window_adaptive": [w.coverage for w in adapt_rep.coverage_by_window],
+            "coverage_by_window_aci": [w.coverage for w in aci_rep.coverage_by_window],
         }
     return out
 
@@ -208,6 +213,8 @@ def render(res: dict[str, Any]) -> str:
             ("adaptive, after", "adaptive_after"),
             ("static, last third", "static_last_third"),
             ("adaptive, last third", "adaptive_last_third"),
+            ("aci, after", "aci_after"),
+            ("aci, last third", "aci_last_third"),
             ("new calibration, last third", "new_calibration_last_third"),
         ):
             seg = r[key]
@@ -220,6 +227,10 @@ def render(res: dict[str, Any]) -> str:
             "  windows adaptive: "
             + " ".join("-" if c is None else f"{c:.2f}" for c in r["coverage_by_window_adaptive"])
         )
+        lines.append(
+            "  windows aci:      "
+            + " ".join("-" if c is None else f"{c:.2f}" for c in r["coverage_by_window_aci"])
+        )
     return "\n".join(lines)
 
 
@@ -230,8 +241,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=50)
     p.add_argument("--null-requests", type=int, default=10_000)
     p.add_argument("--before", type=int, default=300)
-    p.add_argument("--after", type=int, default=600)
+    p.add_argument("--after", type=int, default=500)
     p.add_argument("--recalibration-size", type=int, default=500)
+    p.add_argument("--aci-gamma", type=float, default=0.005)
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--json-out")
 

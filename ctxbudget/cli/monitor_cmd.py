@@ -81,6 +81,13 @@ def _summary(report: MonitorReport, alpha: float) -> str:
 )
 @click.option("--recalibration-size", type=int, default=500, show_default=True)
 @click.option(
+    "--aci-gamma",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="adaptive conformal inference step (instead of --adaptive); 0: off",
+)
+@click.option(
     "--write-calibration",
     type=click.Path(dir_okay=False, path_type=Path),
     help="with --adaptive: write the first recalibration as a new calibration file version",
@@ -125,6 +132,7 @@ def monitor_cmd(
     tolerance: float,
     alarm_level: float,
     recalibration_size: int,
+    aci_gamma: float,
     write_calibration: Path | None,
     labels_path: Path | None,
     as_json: bool,
@@ -153,6 +161,7 @@ def monitor_cmd(
             alarm_level=alarm_level,
             adaptive=adaptive,
             recalibration_size=recalibration_size,
+            aci_gamma=aci_gamma,
         )
         classify = resolve_classifier() if cal.by_class else (lambda b: FALLBACK_CLASS)
         monitor = CoverageMonitor(cal, config, classify=classify)

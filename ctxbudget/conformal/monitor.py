@@ -39,6 +39,14 @@ order a label stream delivers them and keeps three things:
   against it, and the state is recorded as a recalibration. Pooled only: a class-wise
   recalibration would need that many passages per class.
 
+**Adaptive conformal inference** (``aci_gamma > 0``, Gibbs & Candes 2021) is the other way to
+hold coverage: the alpha the threshold is taken at moves after every labelled request,
+``alpha_t+1 = alpha_t + gamma * (alpha - miss_t)`` (``miss_t`` the share of its relevant
+passages the threshold missed), over the calibration's stored scores. It needs no alarm and
+holds long-run coverage whatever the drift, at the price of the thresholds it can reach (a
+shift beyond the calibration's scores means keeping everything). Each outcome records its
+``alpha_t``.
+
 Selection bias: a label that comes from citations can only name passages the filter kept, so
 coverage measured on such labels is 1 by construction. Feed the monitor analyst labels, or
 labels of an exploration cohort packed without the filter (``label_source`` says which), and
@@ -112,6 +120,18 @@ def _miss_e_value(miss: bool, alpha: float) -> float:
     return sum(1.0 + b * top * (x - alpha) for b in _MISS_BETS) / len(_MISS_BETS)
 
 
+def _quantile_at(sorted_scores: Sequence[float], alpha: float) -> float:
+    """The split-conformal threshold of sorted scores at any real ``alpha``: keep everything at
+    or below 0, nothing at or above 1 (what adaptive conformal inference needs of it)."""
+    if alpha <= 0.0:
+        return math.inf
+    if alpha >= 1.0:
+        return -math.inf
+    n = len(sorted_scores)
+    k = math.ceil((n + 1) * (1.0 - alpha))
+    return math.inf if k > n else sorted_scores[max(k, 1) - 1]
+
+
 def wilson_interval(kept: int, n: int, z: float = _Z95) -> tuple[float, float]:
     """The Wilson score interval of a proportion ``kept / n`` (``(0, 1)`` when ``n == 0``)."""
     if n == 0:
@@ -142,6 +162,8 @@ class MonitorConfig:
     alert_passages: int = 2000
     #: Chance that a calibration sample's p-values are not super-uniform after the margin.
     eta: float = 0.01
+    #: Adaptive conformal inference step (Gibbs & Candes 2021); 0 keeps alpha fixed.
+    aci_gamma: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
@@ -152,6 +174,10 @@ class MonitorConfig:
             raise ValueError(f"window must be >= 1, got {self.window!r}")
         if not self.alarm_level > 1.0:
             raise ValueError(f"alarm_level must be > 1, got {self.alarm_level!r}")
+        if not 0.0 <= self.aci_gamma < 1.0:
+            raise ValueError(f"aci_gamma must be in [0, 1), got {self.aci_gamma!r}")
+        if self.aci_gamma and self.adaptive:
+            raise ValueError("choose one adaptive mode: recalibration (adaptive) or aci_gamma")
         if self.alert_passages < 1:
             raise ValueError(f"alert_passages must be >= 1, got {self.alert_passages!r}")
         if not 0.0 < self.eta < 1.0:
@@ -184,6 +210,8 @@ class RequestOutcome:
     n_candidates: int
     n_candidates_kept: int
     threshold: float
+    #: the alpha the threshold was taken at (moves only with adaptive conformal inference)
+    alpha_t: float
     e_value: float
     statistic: float
     alarm: bool
@@ -286,6 +314,7 @@ class CoverageMonitor:
         # coverage
         self._outcomes: list[RequestOutcome] = []
         self._class_kept: dict[str, list[int]] = {}
+        self._alpha_t = config.alpha
         self._coverage_alert_at: int | None = None
 
     # ------------------------------------------------------------ thresholds
@@ -293,15 +322,18 @@ class CoverageMonitor:
     def _threshold(self, query_class: str | None) -> tuple[float, tuple[float, ...] | None]:
         """The threshold in force for a class and the sorted scores its p-values use."""
         if self._recal is not None and not self._recal.frozen:
-            scores = self._recal.scores
-            if len(scores) < min_calibration_size(self._config.alpha):
+            collected = self._recal.scores
+            if len(collected) < min_calibration_size(self._config.alpha):
                 return math.inf, None
-            return conformal_threshold(scores, self._config.alpha).threshold, None
+            return conformal_threshold(collected, self._config.alpha).threshold, None
         if self._recal_scores is not None:
             thr = conformal_threshold(self._recal_scores, self._config.alpha).threshold
             return thr, self._recal_scores
         choice = self._filter.threshold_for(query_class)
-        return choice.threshold, self._scores.get(choice.bin) or self._scores.get(POOLED)
+        scores = self._scores.get(choice.bin) or self._scores.get(POOLED)
+        if self._config.aci_gamma and scores:
+            return _quantile_at(scores, self._alpha_t), scores
+        return choice.threshold, scores
 
     # ------------------------------------------------------------ observation
 
@@ -351,6 +383,10 @@ class CoverageMonitor:
         else:
             e = self._e_value(rel_scores, cal_scores, threshold)
             alarm = self._update_statistics(index, e)
+        alpha_used = self._alpha_t
+        if self._config.aci_gamma and n_rel:
+            miss = (n_rel - n_kept) / n_rel
+            self._alpha_t += self._config.aci_gamma * (self._config.alpha - miss)
         if n_rel and cls is not None:
             tally = self._class_kept.setdefault(cls, [0, 0])
             tally[0] += n_kept
@@ -364,6 +400,7 @@ class CoverageMonitor:
             n_candidates=len(request.scores),
             n_candidates_kept=n_cand_kept,
             threshold=threshold,
+            alpha_t=alpha_used,
             e_value=e,
             statistic=self._sr,
             alarm=alarm,

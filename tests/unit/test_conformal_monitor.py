@@ -256,3 +256,23 @@ def test_monitor_joins_a_label_file_with_unlabelled_batches(
     for b in reversed(labelled):
         direct.observe(b)
     assert json.loads(res.stdout) == direct.report().as_dict()
+
+
+def test_aci_moves_alpha_toward_the_target_miss_rate(cal: CalibrationFile) -> None:
+    """With aci_gamma, alpha_t falls while the threshold misses too much (after a rescale) and
+    the request-level miss rate over the shifted stream comes back near alpha."""
+    stream = _stream(100, seed=40) + _stream(2000, seed=41, scale=0.5, shift=-0.4)
+    monitor = CoverageMonitor(cal, MonitorConfig(alpha=ALPHA, aci_gamma=0.01))
+    outcomes = [monitor.observe(b) for b in stream]
+    alphas = [o.alpha_t for o in outcomes if o is not None]
+    assert alphas[0] == ALPHA and min(alphas[100:]) < ALPHA
+    misses = [
+        (o.n_relevant - o.n_kept) / o.n_relevant for o in outcomes[100:] if o and o.n_relevant
+    ]
+    assert abs(sum(misses) / len(misses) - ALPHA) < 0.02
+
+
+def test_aci_and_recalibration_are_not_combined() -> None:
+    """One adaptive mode at a time: both together is a clear error."""
+    with pytest.raises(ValueError, match="one adaptive mode"):
+        MonitorConfig(alpha=ALPHA, adaptive=True, aci_gamma=0.01)
