@@ -7,7 +7,13 @@ in the cited text; per answer, citation precision and completeness and the abste
 with relevance labels, what became of every expected passage. Deterministic and pure.
 """
 
-from ctxbudget.verification.diagnosis import RequestFacts, diagnose, facts_from_traces, fates_of
+from ctxbudget.verification.diagnosis import (
+    RequestFacts,
+    diagnose,
+    facts_from_batch,
+    facts_from_traces,
+    fates_of,
+)
 from ctxbudget.verification.models import (
     CLAIM_STATUSES,
     OUTCOMES,
@@ -35,6 +41,7 @@ __all__ = [
     "Verdict",
     "VerifyError",
     "diagnose",
+    "facts_from_batch",
     "facts_from_traces",
     "fates_of",
     "says_insufficient",

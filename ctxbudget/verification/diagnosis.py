@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ctxbudget.schemas import CandidateFate, Pack, TraceEvent
+from ctxbudget.schemas import CandidateBatch, CandidateFate, Pack, TraceEvent
 from ctxbudget.verification.models import ClaimVerdict, ExpectedEvidence, Outcome
 
-__all__ = ["RequestFacts", "diagnose", "facts_from_traces", "fates_of"]
+__all__ = ["RequestFacts", "diagnose", "facts_from_batch", "facts_from_traces", "fates_of"]
 
 _STAGE_ORDER = ("route", "consolidate", "select", "compress")
 
@@ -39,6 +39,20 @@ class RequestFacts:
         self.relevant = tuple(relevant)
         self.candidates = frozenset(candidates) if candidates is not None else None
         self.fates = dict(fates or {})
+
+
+def facts_from_batch(
+    batch: CandidateBatch, traces: Sequence[TraceEvent] = ()
+) -> RequestFacts | None:
+    """The facts of a labelled batch (its candidates and labels), with the drop reasons of
+    its traces when given; ``None`` when the batch carries no labels."""
+    if batch.labels is None:
+        return None
+    return RequestFacts(
+        relevant=batch.labels.relevant_chunk_ids,
+        candidates=(c.chunk_id for c in batch.candidates),
+        fates=fates_of(traces),
+    )
 
 
 def facts_from_traces(traces: Sequence[TraceEvent]) -> RequestFacts | None:
