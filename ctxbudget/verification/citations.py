@@ -3,7 +3,8 @@
 A citation is a bracket group of ids, ``[E2]`` or ``[E2, E5]`` (ids separated by commas or
 semicolons), at the end of its sentence, before or after the final punctuation:
 ``... in 1960 [E2].``, ``... in 1960. [E2]`` and ``... in 1960.[E2][E5]`` all cite for the
-sentence they close. Groups inside a sentence cite for that sentence too. A sentence ends at
+sentence they close. A bracket group inside a sentence is text (``vibraphonist [who] has``,
+``[citation needed]``), unless every id in it is one of the ``known`` ids given. A sentence ends at
 ``.``, ``!`` or ``?`` (with any closing quotes or brackets and the citations after it)
 followed by a space and what can open a sentence, or at the end of the text; a full stop
 after an initial (``J. R. R. Tolkien``), a known abbreviation (``Dr.``, ``U.S.``) or inside a
@@ -33,7 +34,12 @@ _ABBREVIATION_WORDS = """
     sep sept oct nov dec"""
 _ABBREVIATIONS = frozenset(_ABBREVIATION_WORDS.split())
 _WS = re.compile(r"\s+")
-_NEXT_OPENS = re.compile(r"""\s+["'“‘(\[]*[A-Z0-9À-Þ]""")
+_NEXT_OPENS = re.compile(r"""\s+["'“‘(\[`]*[A-Z0-9À-Þ]""")
+_INITIALS = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
+#: Citation groups (and spaces) closing a sentence body, before its final punctuation.
+_TRAILING = re.compile(rf"(?:\s*\[\s*{_ID}(?:\s*[,;]\s*{_ID})*\s*\])+\s*$")
+#: The final punctuation of a sentence, with the quotes or brackets around it.
+_FINAL = re.compile(r"""["'”’)]*[.!?]+["'”’)]*$""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +64,8 @@ def _ends_sentence(text: str, m: re.Match[str]) -> bool:
     if word is None:
         return True
     prev = word.group(1).lower().lstrip("(\"'“")
-    if len(prev) == 1 and prev.isalpha():
-        return False  # an initial: "J. R. R. Tolkien"
+    if (len(prev) == 1 and prev.isalpha()) or _INITIALS.fullmatch(prev):
+        return False  # an initial: "J. R. R. Tolkien", "E.P. Dutton"
     return prev not in _ABBREVIATIONS
 
 
@@ -75,36 +81,56 @@ def _sentences(text: str) -> list[str]:
     return [s for s in (s.strip() for s in out) if s]
 
 
-def _ids(sentence: str) -> tuple[str, ...]:
-    ids: list[str] = []
-    for group in _GROUP.findall(sentence):
-        for i in _SPLIT_IDS.split(group.strip()):
-            if i and i not in ids:
-                ids.append(i)
-    return tuple(ids)
+def _split_ids(group: str) -> list[str]:
+    return [i for i in _SPLIT_IDS.split(group.strip()) if i]
 
 
-def _claim_text(sentence: str) -> str:
-    text = _GROUP.sub(" ", sentence)
-    text = _WS.sub(" ", text).strip()
-    return re.sub(r"\s+([.!?,;:])", r"\1", text)
+def _peel(text: str) -> tuple[str, list[str]]:
+    """``text`` without the citation groups that end it, and their ids."""
+    m = _TRAILING.search(text)
+    if m is None:
+        return text, []
+    ids = [i for g in _GROUP.finditer(m.group(0)) for i in _split_ids(g.group(1))]
+    return text[: m.start()], ids
 
 
-def parse_text(text: str) -> tuple[ParsedClaim, ...]:
+def _cut(sentence: str, known: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
+    """The sentence without its citation groups, and the ids they cite, in order: groups
+    just before the final punctuation, groups after it, then known ids inside."""
+    body, after = _peel(sentence.rstrip())
+    p = _FINAL.search(body)
+    punct = p.group(0) if p is not None else ""
+    body, before = _peel(body[: p.start()] if p is not None else body)
+    ids = before + after
+
+    def inner(m: re.Match[str]) -> str:
+        group = _split_ids(m.group(1))
+        if known is not None and group and all(i in known for i in group):
+            ids.extend(group)
+            return " "
+        return m.group(0)
+
+    body = _GROUP.sub(inner, body)
+    text = _WS.sub(" ", body).strip()
+    text = re.sub(r"\s+([,;:])", r"\1", text)
+    return (text + punct if text else ""), tuple(dict.fromkeys(ids))
+
+
+def parse_text(text: str, *, known: frozenset[str] | None = None) -> tuple[ParsedClaim, ...]:
     """The claims of an answer's prose, in order: each sentence and the ids it cites.
 
     A sentence with nothing but citations (``[E2]`` alone on a line) adds its ids to the
-    sentence before it.
+    sentence before it. ``known`` (the pack's evidence ids) lets a group inside a sentence
+    cite when all its ids are known.
     """
     claims: list[ParsedClaim] = []
     for sentence in _sentences(text):
-        ids = _ids(sentence)
-        body = _claim_text(sentence)
-        if not body.strip(".!?;:, ") and claims:
+        body, ids = _cut(sentence, known)
+        if not body and claims:
             prev = claims[-1]
             merged = prev.evidence_ids + tuple(i for i in ids if i not in prev.evidence_ids)
             claims[-1] = ParsedClaim(prev.text, merged)
             continue
-        if body.strip(".!?;:, "):
+        if body:
             claims.append(ParsedClaim(body, ids))
     return tuple(claims)

@@ -15,7 +15,8 @@ value written differently from the passage still matches:
   words after the number (``90 calendar days``);
 * dates: ``2024-03-01``, ``1 March 2024``, ``March 1, 2024`` and ``1st of March, 2024`` are
   one date; ``March 2024`` a month; ``March 1`` a day of the year;
-* names: capitalised words (a sentence's first word only when it is not a common word),
+* names: capitalised words (the first word of a sentence or clause, after ``;``, ``:`` or
+  ``…``, only when it is not a common word),
   compared without case, accents or a possessive ``'s``, each word on its own, against
   every word of the passage.
 
@@ -40,7 +41,7 @@ _MONTHS = {
 _MONTH_NAMES = tuple(
     sorted((m for m in _MONTHS), key=lambda m: (-len(m), m))
 )  # longest first, so "march" wins over "mar"
-_MONTH_BY_NUMBER = {n: name for name, n in _MONTHS.items() if len(name) > 4 or name == "may"}
+_MONTH_BY_NUMBER = dict(enumerate(list(_MONTHS)[:12], start=1))
 
 _SCALES = {
     "thousand": Decimal(1000),
@@ -64,7 +65,7 @@ _UNITS = {
     **{w: "mm" for w in ("mm", "millimetre", "millimetres", "millimeter", "millimeters")},
     **{w: "mile" for w in ("mile", "miles", "mi")},
     **{w: "ft" for w in ("ft", "foot", "feet")},
-    **{w: "inch" for w in ("inch", "inches", "in")},
+    **{w: "inch" for w in ("inch", "inches")},
     **{w: "kg" for w in ("kg", "kilogram", "kilograms", "kilo", "kilos")},
     **{w: "g" for w in ("g", "gram", "grams")},
     **{w: "lb" for w in ("lb", "lbs", "pound", "pounds")},
@@ -82,7 +83,7 @@ _UNITS = {
     **{w: "people" for w in ("people", "persons", "inhabitants", "residents")},
 }
 #: Units too short or too common to be read as a unit a few words after a number.
-_NEAR_ONLY = frozenset({"h", "s", "m", "g", "in", "mi", "ha", "min", "sec"})
+_NEAR_ONLY = frozenset({"h", "s", "m", "g", "mi", "ha", "min", "sec"})
 _UNIT_WINDOW = 3
 _NUMBER_WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -119,14 +120,15 @@ _COMMON = frozenset(_COMMON_WORDS.split())
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _MONTH_RE = "|".join(_MONTH_NAMES)
 _ORD = r"(?:st|nd|rd|th)?"
+_DAY = r"(?:[12]\d|3[01]|0?[1-9])"
 _TOKEN = re.compile(
     rf"""
     (?P<iso>(?<![\w.])(?P<iy>\d{{4}})-(?P<im>\d{{1,2}})-(?P<id>\d{{1,2}})(?![\w]))
-  | (?P<dmy>(?<![\w.])(?P<dd>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<dm>{_MONTH_RE})\.?,?\s+
+  | (?P<dmy>(?<![\w.])(?P<dd>{_DAY}){_ORD}\s+(?:of\s+)?(?P<dm>{_MONTH_RE})\.?,?\s+
       (?P<dy>\d{{4}})(?!\d))
-  | (?P<mdy>(?<![\w])(?P<mm>{_MONTH_RE})\.?\s+(?P<md>\d{{1,2}}){_ORD},?\s+(?P<my>\d{{4}})(?!\d))
+  | (?P<mdy>(?<![\w])(?P<mm>{_MONTH_RE})\.?\s+(?P<md>{_DAY}){_ORD},?\s+(?P<my>\d{{4}})(?!\d))
   | (?P<my2>(?<![\w])(?P<mm2>{_MONTH_RE})\.?,?\s+(?P<my2y>\d{{4}})(?!\d))
-  | (?P<md2>(?<![\w])(?P<mm3>{_MONTH_RE})\.?\s+(?P<md3>\d{{1,2}}){_ORD}(?![\w]))
+  | (?P<md2>(?<![\w])(?P<mm3>{_MONTH_RE})\.?\s+(?P<md3>{_DAY}){_ORD}(?![\w]))
   | (?P<num>(?:(?P<cur>[$€£¥])\s?)?(?<![\w.,])(?P<n>{_NUM})(?P<suffix>st|nd|rd|th|s)?(?![\w])
       (?:\s?(?P<pct>%|percent\b|per\s+cent\b))?
       (?:\s(?P<scale>thousand|million|billion|trillion)\b)?)
@@ -135,6 +137,8 @@ _TOKEN = re.compile(
     re.VERBOSE | re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W_]+")
+#: Punctuation after which a clause starts afresh (its first word may be capitalised).
+_CLAUSE_BREAK = re.compile(r"[;:…]|[.!?]\s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +210,7 @@ class _Token:
     number: str | None
     word: str | None
     start: int
+    end: int
 
 
 def _date_token(m: re.Match[str]) -> tuple[frozenset[str], frozenset[str]]:
@@ -246,11 +251,11 @@ def _tokens(text: str) -> list[_Token]:
             word = normalise_word(g("word"))
             n = _NUMBER_WORDS.get(word)
             extra = frozenset({f"n:{n}"}) if n is not None else frozenset()
-            out.append(_Token(g("word"), frozenset(), extra, None, g("word"), m.start()))
+            out.append(_Token(g("word"), frozenset(), extra, None, g("word"), m.start(), m.end()))
             continue
         if not g("num"):
             keys, extra = _date_token(m)
-            out.append(_Token(surface, keys, extra, None, None, m.start()))
+            out.append(_Token(surface, keys, extra, None, None, m.start(), m.end()))
             continue
         value = _number(g("n"))
         if value is None:
@@ -268,7 +273,7 @@ def _tokens(text: str) -> list[_Token]:
             extra_keys.add(f"n:{canon}")
         else:
             keys = frozenset({f"n:{canon}"})
-        out.append(_Token(surface, keys, frozenset(extra_keys), canon, None, m.start()))
+        out.append(_Token(surface, keys, frozenset(extra_keys), canon, None, m.start(), m.end()))
     return out
 
 
@@ -308,13 +313,15 @@ def index_passage(text: str) -> PassageIndex:
 
 
 def _name_word(tok: _Token, first: bool) -> bool:
+    """A capitalised word inside a sentence is a name; the first word only when it is not a
+    common word (nor looks like one: ``-ed``, ``-ing``, ``-ly``)."""
     word = tok.word
-    if word is None or not word[0].isupper():
+    if word is None or not word[0].isupper() or word == "I":
         return False
+    if not first:
+        return True
     low = normalise_word(word)
-    if low in _COMMON:
-        return False
-    return not (first and low.endswith(("ed", "ing", "ly")))
+    return low not in _COMMON and not low.endswith(("ed", "ing", "ly"))
 
 
 def claim_values(text: str) -> tuple[Value, ...]:
@@ -322,17 +329,17 @@ def claim_values(text: str) -> tuple[Value, ...]:
     tokens = _tokens(text)
     values: list[Value] = []
     seen: set[frozenset[str]] = set()
-    first = True
+    previous_end = 0
     for i, tok in enumerate(tokens):
+        first = i == 0 or _CLAUSE_BREAK.search(text, previous_end, tok.start) is not None
+        previous_end = tok.end
         if tok.word is not None:
             if _name_word(tok, first):
                 key = frozenset({f"w:{normalise_word(tok.word)}"})
                 if key not in seen:
                     seen.add(key)
                     values.append(Value(tok.word, key))
-            first = False
             continue
-        first = False
         keys = tok.keys
         surface = tok.surface
         if tok.number is not None and not any(k.startswith(("p:", "q:")) for k in keys):

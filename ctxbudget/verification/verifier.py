@@ -4,7 +4,7 @@ For each claim (a sentence of ``text``, or an entry of ``claims``), in answer or
 
 1. a cited id that is not an evidence id of the pack makes it ``fabricated_id``;
 2. else, with citations, every value of the claim (:func:`~ctxbudget.verification.values.
-   claim_values`) must be in the text of one of the cited passages, or the claim is
+   claim_values`) must be in one of the cited passages (its title or text), or the claim is
    ``unsupported_value`` and ``missing`` lists what is not there;
 3. a claim without citations is ``uncited`` when it carries values, else ``uncheckable``;
    a sentence saying the evidence is insufficient is an abstention, never a claim to cite.
@@ -119,13 +119,14 @@ class AnswerVerifier:
                 f"answer {answer.request_id!r} ({answer.lane}) is checked against the pack "
                 f"of {pack.request_id!r} ({pack.lane})"
             )
+        known: dict[str, PassageIndex] = {}
+        for e in pack.evidence:
+            cited_text = f"{e.title}\n{e.text}" if e.title else e.text
+            known.setdefault(e.evidence_id, self._index(cited_text))
         if answer.claims is not None:
             parsed = tuple(ParsedClaim(c.text, c.evidence_ids) for c in answer.claims)
         else:
-            parsed = parse_text(answer.text or "")
-        known: dict[str, PassageIndex] = {}
-        for e in pack.evidence:
-            known.setdefault(e.evidence_id, self._index(e.text))
+            parsed = parse_text(answer.text or "", known=frozenset(known))
         verdicts: list[ClaimVerdict] = []
         citations = supporting = needing = supported = 0
         abstained = answer.answerability == "no_evidence"
