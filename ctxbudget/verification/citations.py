@@ -3,9 +3,10 @@
 A citation is a bracket group of ids, ``[E2]`` or ``[E2, E5]`` (ids separated by commas or
 semicolons), at the end of its sentence, before or after the final punctuation:
 ``... in 1960 [E2].``, ``... in 1960. [E2]`` and ``... in 1960.[E2][E5]`` all cite for the
-sentence they close. A bracket group inside a sentence is text (``vibraphonist [who] has``,
-``[citation needed]``), unless every id in it is one of the ``known`` ids given. A sentence ends at
-``.``, ``!`` or ``?`` (with any closing quotes or brackets and the citations after it)
+sentence they close; when groups follow the punctuation, those before it are not citations
+(``... as of 2015[update]. [E2]``). A bracket group anywhere else is text (``vibraphonist
+[who] has``, ``[citation needed]``), unless every id in it is one of the ``known`` ids given.
+A sentence ends at ``.``, ``!`` or ``?`` (with any closing quotes or brackets and the citations after it)
 followed by a space and what can open a sentence, or at the end of the text; a full stop
 after an initial (``J. R. R. Tolkien``), a known abbreviation (``Dr.``, ``U.S.``) or inside a
 number does not end one. A line break always ends a sentence (list items are claims).
@@ -100,8 +101,12 @@ def _cut(sentence: str, known: frozenset[str] | None) -> tuple[str, tuple[str, .
     body, after = _peel(sentence.rstrip())
     p = _FINAL.search(body)
     punct = p.group(0) if p is not None else ""
-    body, before = _peel(body[: p.start()] if p is not None else body)
-    ids = before + after
+    body = body[: p.start()] if p is not None else body
+    ids: list[str] = []
+    if not after:
+        # no citation after the final punctuation: the groups just before it cite
+        body, ids = _peel(body)
+    ids.extend(after)
 
     def inner(m: re.Match[str]) -> str:
         group = _split_ids(m.group(1))

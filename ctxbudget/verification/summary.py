@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pydantic import Field
+
 from ctxbudget.models import ReportModel
 from ctxbudget.verification.models import CLAIM_STATUSES, OUTCOMES, Verdict
 
@@ -15,7 +17,7 @@ class VerdictSummary(ReportModel):
     """The sums of a group of verdicts (one lane, one class, or all)."""
 
     answers: int = 0
-    claims: dict[str, int] = {}
+    claims: dict[str, int] = Field(default_factory=dict)
     citations: int = 0
     citations_supporting: int = 0
     #: Micro-averaged over the group's citations; None without any.
@@ -25,12 +27,12 @@ class VerdictSummary(ReportModel):
     citation_completeness: float | None = None
     #: Answers with at least one claim not supported (nor uncheckable).
     answers_with_unsupported: int = 0
-    abstention: dict[str, int] = {}
+    abstention: dict[str, int] = Field(default_factory=dict)
     #: Expected passages per outcome (labelled requests only).
-    expected: dict[str, int] = {}
+    expected: dict[str, int] = Field(default_factory=dict)
     #: Expected passages the answer cited (``used`` or ``unsupported``) over those labelled.
     expected_cited: float | None = None
-    drop_reasons: dict[str, int] = {}
+    drop_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -39,10 +41,10 @@ def _share(part: int, whole: int) -> float | None:
 
 def summarise(verdicts: Iterable[Verdict]) -> VerdictSummary:
     """The sums of ``verdicts`` (any order: the sums do not depend on it)."""
-    claims = dict.fromkeys(CLAIM_STATUSES, 0)
-    expected = dict.fromkeys(OUTCOMES, 0)
-    abstention: dict[str, int] = {}
-    drops: dict[str, int] = {}
+    claims: dict[str, int] = dict.fromkeys(CLAIM_STATUSES, 0)
+    expected: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
+    abstention: dict[str, int] = Field(default_factory=dict)
+    drops: dict[str, int] = Field(default_factory=dict)
     answers = cites = supporting = needing = supported = flawed = 0
     for v in verdicts:
         answers += 1

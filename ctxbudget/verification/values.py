@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -121,7 +122,7 @@ _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _MONTH_RE = "|".join(_MONTH_NAMES)
 _ORD = r"(?:st|nd|rd|th)?"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])"
-_TOKEN = re.compile(
+_VALUE = re.compile(
     rf"""
     (?P<iso>(?<![\w.])(?P<iy>\d{{4}})-(?P<im>\d{{1,2}})-(?P<id>\d{{1,2}})(?![\w]))
   | (?P<dmy>(?<![\w.])(?P<dd>{_DAY}){_ORD}\s+(?:of\s+)?(?P<dm>{_MONTH_RE})\.?,?\s+
@@ -132,34 +133,51 @@ _TOKEN = re.compile(
   | (?P<num>(?:(?P<cur>[$€£¥])\s?)?(?<![\w.,])(?P<n>{_NUM})(?P<suffix>st|nd|rd|th|s)?(?![\w])
       (?:\s?(?P<pct>%|percent\b|per\s+cent\b))?
       (?:\s(?P<scale>thousand|million|billion|trillion)\b)?)
-  | (?P<word>[^\W\d_]+(?:['’][^\W\d_]+)*)
     """,
     re.VERBOSE | re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W_]+")
+_NAME = re.compile(r"(?<![^\W_])[^\W\d_](?:[^\W_]|['’](?=[^\W\d_]))*")
+_ANCHOR = re.compile(r"(?:[$€£¥]\s?)?\d+")
+#: A month name ending just before a number (``March 1``, ``Sept. 4``).
+_MONTH_BEFORE = re.compile(rf"(?<![\w])(?:{_MONTH_RE})\.?,?\s+$", re.IGNORECASE)
+_MONTH_REACH = 12
 #: Punctuation after which a clause starts afresh (its first word may be capitalised).
 _CLAUSE_BREAK = re.compile(r"[;:…]|[.!?]\s")
 
 
 @dataclass(frozen=True, slots=True)
 class Value:
-    """One value of a claim: how the claim writes it, and the keys that support it (any one)."""
+    """One value of a claim: how the claim writes it, and what supports it: one of ``keys``
+    (a number, date or quantity), or the normalised ``word`` (a name)."""
 
     surface: str
     keys: frozenset[str]
+    #: A name's normalised word pieces (``O'Neal`` -> ``o``, ``neal``): all must be there.
+    word: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PassageIndex:
-    """What a passage's text supports: value keys (its words among them, as ``w:word``) and
-    its normalised words."""
+    """What a passage's text supports: value keys and normalised words."""
 
     keys: frozenset[str]
     words: frozenset[str]
 
     def supports(self, value: Value) -> bool:
-        """The passage holds the value (one of its keys)."""
+        """The passage holds the value (its word, or one of its keys)."""
+        if value.word is not None:
+            return all(w in self.words for w in value.word)
         return not self.keys.isdisjoint(value.keys)
+
+
+def _fold(text: str) -> str:
+    """Text without case or accents."""
+    if not text.isascii():
+        text = "".join(
+            c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)
+        )
+    return text.casefold()
 
 
 def normalise_word(word: str) -> str:
@@ -167,10 +185,7 @@ def normalise_word(word: str) -> str:
     w = word.replace("’", "'")
     if w.endswith(("'s", "'S")):
         w = w[:-2]
-    w = w.rstrip("'")
-    if not w.isascii():
-        w = "".join(c for c in unicodedata.normalize("NFKD", w) if not unicodedata.combining(c))
-    return w.casefold()
+    return _fold(w.rstrip("'"))
 
 
 def _number(text: str) -> Decimal | None:
@@ -187,75 +202,72 @@ def _canon(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
-def _date_keys(year: int, month: int | None, day: int | None) -> frozenset[str]:
-    if month is None or not 1 <= month <= 12:
-        return frozenset({f"n:{year}"})
-    if day is None or not 1 <= day <= 31:
-        return frozenset({f"d:{year:04d}-{month:02d}"})
-    return frozenset({f"d:{year:04d}-{month:02d}-{day:02d}"})
-
-
 def _month(name: str) -> int:
     return _MONTHS[name.casefold().rstrip(".")]
 
 
 @dataclass(frozen=True, slots=True)
-class _Token:
-    """One token of a text: a value (with its keys) or a word."""
+class _Found:
+    """One value found in a text: its keys, what else it supports in a passage, its span."""
 
     surface: str
     keys: frozenset[str]
-    #: Keys a passage adds for this token beyond ``keys`` (a date's month, year and day).
+    #: Keys a passage adds for it beyond ``keys`` (a date's month, year and day).
     extra: frozenset[str]
+    #: A plain number's canonical form (a unit may follow it).
     number: str | None
-    word: str | None
     start: int
     end: int
 
 
-def _date_token(m: re.Match[str]) -> tuple[frozenset[str], frozenset[str]]:
+def _date(m: re.Match[str]) -> tuple[frozenset[str], frozenset[str]]:
     g = m.group
     if g("iso"):
         y, mo, d = int(g("iy")), int(g("im")), int(g("id"))
+        if not 1 <= mo <= 12 or not 1 <= d <= 31:
+            return frozenset({f"n:{y}"}), frozenset({f"n:{int(g('im'))}", f"n:{d}"})
     elif g("dmy"):
         y, mo, d = int(g("dy")), _month(g("dm")), int(g("dd"))
     elif g("mdy"):
         y, mo, d = int(g("my")), _month(g("mm")), int(g("md"))
     elif g("my2"):
         y, mo = int(g("my2y")), _month(g("mm2"))
-        return _date_keys(y, mo, None), frozenset({f"n:{y}", f"w:{_MONTH_BY_NUMBER[mo]}"})
+        return frozenset({f"d:{y:04d}-{mo:02d}"}), frozenset({f"n:{y}"})
     else:
         mo, d = _month(g("mm3")), int(g("md3"))
-        return frozenset({f"md:{mo:02d}-{d:02d}"}), frozenset(
-            {f"n:{d}", f"w:{_MONTH_BY_NUMBER[mo]}"}
-        )
-    keys = _date_keys(y, mo, d)
-    if not 1 <= mo <= 12 or not 1 <= d <= 31:
-        return keys, frozenset({f"n:{y}", f"n:{d}"})
-    extra = {
-        f"d:{y:04d}-{mo:02d}",
-        f"n:{y}",
-        f"n:{d}",
-        f"md:{mo:02d}-{d:02d}",
-        f"w:{_MONTH_BY_NUMBER[mo]}",
-    }
+        return frozenset({f"md:{mo:02d}-{d:02d}"}), frozenset({f"n:{d}"})
+    keys = frozenset({f"d:{y:04d}-{mo:02d}-{d:02d}"})
+    extra = {f"d:{y:04d}-{mo:02d}", f"n:{y}", f"n:{d}", f"md:{mo:02d}-{d:02d}"}
     return keys, frozenset(extra)
 
 
-def _tokens(text: str) -> list[_Token]:
-    out: list[_Token] = []
-    for m in _TOKEN.finditer(text):
-        g = m.group
-        surface = m.group(0).strip()
-        if g("word"):
-            word = normalise_word(g("word"))
-            n = _NUMBER_WORDS.get(word)
-            extra = frozenset({f"n:{n}"}) if n is not None else frozenset()
-            out.append(_Token(g("word"), frozenset(), extra, None, g("word"), m.start(), m.end()))
+def _matches(text: str) -> Iterator[re.Match[str]]:
+    """The value matches of ``text``, tried only where a value can start: at a run of digits
+    (or the currency sign before it), or at the month name just before one."""
+    done = 0
+    for a in _ANCHOR.finditer(text):
+        start = a.start()
+        if start < done:
             continue
+        m = None
+        before = _MONTH_BEFORE.search(text, max(done, start - _MONTH_REACH), start)
+        if before is not None:
+            m = _VALUE.match(text, before.start())
+        if m is None:
+            m = _VALUE.match(text, start)
+        if m is not None and m.end() > m.start():
+            done = m.end()
+            yield m
+
+
+def _values(text: str) -> list[_Found]:
+    """Every number, date, percentage and amount of ``text``, in order."""
+    out: list[_Found] = []
+    for m in _matches(text):
+        g = m.group
         if not g("num"):
-            keys, extra = _date_token(m)
-            out.append(_Token(surface, keys, extra, None, None, m.start(), m.end()))
+            keys, extra = _date(m)
+            out.append(_Found(m.group(0).strip(), keys, extra, None, m.start(), m.end()))
             continue
         value = _number(g("n"))
         if value is None:
@@ -264,30 +276,34 @@ def _tokens(text: str) -> list[_Token]:
         if g("scale"):
             value = value * _SCALES[g("scale").casefold()]
         canon = _canon(value)
-        extra_keys = {f"n:{raw}"}
+        number: str | None = None
         if g("pct"):
             keys = frozenset({f"p:{canon}"})
-            extra_keys.add(f"n:{canon}")
         elif g("cur"):
             keys = frozenset({f"q:{canon}:{_CURRENCY_SIGNS[g('cur')]}"})
-            extra_keys.add(f"n:{canon}")
         else:
             keys = frozenset({f"n:{canon}"})
-        out.append(_Token(surface, keys, frozenset(extra_keys), canon, None, m.start(), m.end()))
+            number = canon
+        more = frozenset({f"n:{raw}", f"n:{canon}"})
+        out.append(_Found(m.group(0).strip(), keys, more, number, m.start(), m.end()))
     return out
 
 
-def _unit_of(tokens: list[_Token], i: int, *, window: int) -> list[str]:
-    """The units named by the words after token ``i`` (only the next word when ``window`` is 1,
-    and never across another number)."""
+_NEXT_WORDS = re.compile(r"[\s-]*([^\W\d_]+)")
+
+
+def _units_after(text: str, pos: int, *, window: int) -> list[str]:
+    """The units named by the ``window`` words right after ``pos`` (stopping at anything
+    but a word): only the next word when ``window`` is 1."""
     units: list[str] = []
-    for j in range(i + 1, min(len(tokens), i + 1 + window)):
-        tok = tokens[j]
-        if tok.word is None:
+    for j in range(window):
+        m = _NEXT_WORDS.match(text, pos)
+        if m is None:
             break
-        w = tok.word.casefold()
+        pos = m.end()
+        w = m.group(1).casefold()
         unit = _UNITS.get(w)
-        if unit is not None and (j == i + 1 or w not in _NEAR_ONLY):
+        if unit is not None and (j == 0 or w not in _NEAR_ONLY):
             units.append(unit)
             if window == 1:
                 break
@@ -296,27 +312,24 @@ def _unit_of(tokens: list[_Token], i: int, *, window: int) -> list[str]:
 
 def index_passage(text: str) -> PassageIndex:
     """Every key the passage supports and its normalised words."""
-    tokens = _tokens(text)
+    words = set(_WORD.findall(_fold(text)))
     keys: set[str] = set()
-    words: set[str] = set()
-    for i, tok in enumerate(tokens):
-        keys.update(tok.keys)
-        keys.update(tok.extra)
-        if tok.word is not None:
-            words.update(normalise_word(p) for p in _WORD.findall(tok.word))
-            words.add(normalise_word(tok.word))
-        elif tok.number is not None:
-            keys.update(f"q:{tok.number}:{u}" for u in _unit_of(tokens, i, window=_UNIT_WINDOW))
-    words.update(k[2:] for k in keys if k.startswith("w:"))
-    keys.update(f"w:{w}" for w in words)
+    for f in _values(text):
+        keys.update(f.keys)
+        keys.update(f.extra)
+        if f.number is not None:
+            keys.update(f"q:{f.number}:{u}" for u in _units_after(text, f.end, window=_UNIT_WINDOW))
+        for k in f.keys | f.extra:
+            if k.startswith("d:") and len(k) >= 9:
+                words.add(_MONTH_BY_NUMBER[int(k[7:9])])
+    keys.update(f"n:{_NUMBER_WORDS[w]}" for w in words & _NUMBER_WORDS.keys())
     return PassageIndex(keys=frozenset(keys), words=frozenset(words))
 
 
-def _name_word(tok: _Token, first: bool) -> bool:
+def _name(word: str, first: bool) -> bool:
     """A capitalised word inside a sentence is a name; the first word only when it is not a
     common word (nor looks like one: ``-ed``, ``-ing``, ``-ly``)."""
-    word = tok.word
-    if word is None or not word[0].isupper() or word == "I":
+    if not word[0].isupper() or word == "I":
         return False
     if not first:
         return True
@@ -324,30 +337,51 @@ def _name_word(tok: _Token, first: bool) -> bool:
     return low not in _COMMON and not low.endswith(("ed", "ing", "ly"))
 
 
+def _clause_starts(text: str, end: int, start: int) -> bool:
+    """Nothing but clause-breaking punctuation and spaces lies between ``end`` and ``start``
+    (or ``start`` opens the text)."""
+    if end == 0:
+        return not text[:start].strip(" \"'“‘([`")
+    return _CLAUSE_BREAK.search(text, end, start) is not None
+
+
 def claim_values(text: str) -> tuple[Value, ...]:
-    """The checkable values of a claim, in text order, each once (by its keys)."""
-    tokens = _tokens(text)
-    values: list[Value] = []
-    seen: set[frozenset[str]] = set()
-    previous_end = 0
-    for i, tok in enumerate(tokens):
-        first = i == 0 or _CLAUSE_BREAK.search(text, previous_end, tok.start) is not None
-        previous_end = tok.end
-        if tok.word is not None:
-            if _name_word(tok, first):
-                key = frozenset({f"w:{normalise_word(tok.word)}"})
-                if key not in seen:
-                    seen.add(key)
-                    values.append(Value(tok.word, key))
-            continue
-        keys = tok.keys
-        surface = tok.surface
-        if tok.number is not None and not any(k.startswith(("p:", "q:")) for k in keys):
-            units = _unit_of(tokens, i, window=1)
+    """The checkable values of a claim, in text order, each once."""
+    found = _values(text)
+    spans = [(f.start, f.end) for f in found]
+    items: list[tuple[int, Value]] = []
+    for f in found:
+        keys, surface = f.keys, f.surface
+        if f.number is not None:
+            units = _units_after(text, f.end, window=1)
             if units:
-                keys = frozenset({f"q:{tok.number}:{units[0]}"})
-                surface = f"{surface} {tokens[i + 1].surface}"
-        if keys not in seen:
-            seen.add(keys)
-            values.append(Value(surface, keys))
-    return tuple(values)
+                m = _NEXT_WORDS.match(text, f.end)
+                keys = frozenset({f"q:{f.number}:{units[0]}"})
+                surface = text[f.start : m.end()] if m is not None else surface
+                spans.append((f.start, m.end() if m is not None else f.end))
+        items.append((f.start, Value(surface, keys)))
+    spans.sort()
+    j = 0
+    previous_end = 0
+    for m in _NAME.finditer(text):
+        start, word = m.start(), m.group(0)
+        while j < len(spans) and spans[j][1] <= start:
+            j += 1
+        inside = j < len(spans) and spans[j][0] <= start
+        if not inside and word[0].isupper():
+            first = _clause_starts(text, previous_end, start)
+            if j < len(spans) and previous_end <= spans[j][0] < start:
+                first = False  # a number stands between: "In 1990 Paris"
+            if _name(word, first):
+                pieces = tuple(_WORD.findall(normalise_word(word)))
+                items.append((start, Value(word, frozenset(), pieces)))
+        previous_end = m.end()
+    items.sort(key=lambda t: t[0])
+    out: list[Value] = []
+    seen: set[tuple[frozenset[str], tuple[str, ...] | None]] = set()
+    for _, v in items:
+        key = (v.keys, v.word)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return tuple(out)
