@@ -159,6 +159,7 @@ def verify_cmd(
             verdicts.append(verdict)
             _write(out, encode(verdict))
     click.echo(render_summary(summarise(verdicts)), err=True)
-    click.echo(f"verify: {len(lines)} answers, {len(verdicts)} verdicts, {dead} dead letters", err=True)
+    summary = f"verify: {len(lines)} answers, {len(verdicts)} verdicts, {dead} dead letters"
+    click.echo(summary, err=True)
     if dead:
         sys.exit(1)

@@ -6,10 +6,11 @@ semicolons), at the end of its sentence, before or after the final punctuation:
 sentence they close; when groups follow the punctuation, those before it are not citations
 (``... as of 2015[update]. [E2]``). A bracket group anywhere else is text (``vibraphonist
 [who] has``, ``[citation needed]``), unless every id in it is one of the ``known`` ids given.
-A sentence ends at ``.``, ``!`` or ``?`` (with any closing quotes or brackets and the citations after it)
-followed by a space and what can open a sentence, or at the end of the text; a full stop
-after an initial (``J. R. R. Tolkien``), a known abbreviation (``Dr.``, ``U.S.``) or inside a
-number does not end one. A line break always ends a sentence (list items are claims).
+A sentence ends at ``.``, ``!`` or ``?`` (with any closing quotes or brackets and the
+citations after it) followed by a space and what can open a sentence, or at the end of the
+text; a full stop after an initial (``J. R. R. Tolkien``), a known abbreviation (``Dr.``,
+``U.S.``) or inside a number does not end one. A line break always ends a sentence (list
+items are claims).
 
 Pure functions of the text; the claim text keeps the sentence's words without its citation
 groups, spaces collapsed.
