@@ -43,8 +43,8 @@ def summarise(verdicts: Iterable[Verdict]) -> VerdictSummary:
     """The sums of ``verdicts`` (any order: the sums do not depend on it)."""
     claims: dict[str, int] = dict.fromkeys(CLAIM_STATUSES, 0)
     expected: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
-    abstention: dict[str, int] = Field(default_factory=dict)
-    drops: dict[str, int] = Field(default_factory=dict)
+    abstention: dict[str, int] = {}
+    drops: dict[str, int] = {}
     answers = cites = supporting = needing = supported = flawed = 0
     for v in verdicts:
         answers += 1
