@@ -127,3 +127,50 @@ class Verdict(WireModel):
     abstention: AbstentionCheck
     #: Per labelled relevant chunk, in label order; ``None`` when the request had no labels.
     expected: tuple[ExpectedEvidence, ...] | None = None
+
+
+class ClaimOutcome(WireModel):
+    """A claim's verdict without its text (what the audit topic keeps)."""
+
+    index: NonNegInt
+    status: ClaimStatus
+    evidence_ids: tuple[str, ...]
+    missing: NonNegInt = 0
+
+
+class VerdictEvent(WireModel):
+    """``ctx.verdict_event.v1``: the verify stage's audit record of one answer, without the
+    answer's text: the statuses, the figures and the diagnosis."""
+
+    schema_: Literal["ctx.verdict_event.v1"] = Field(default="ctx.verdict_event.v1", alias="schema")
+    request_id: str
+    stage: Literal["verify"] = "verify"
+    lane: Lane
+    cohort: str
+    policy: PolicyRef
+    query_class: QueryClass
+    form: Literal["text", "claims"]
+    claims: tuple[ClaimOutcome, ...]
+    counts: dict[str, int]
+    citations: NonNegInt
+    citations_supporting: NonNegInt
+    citation_precision: float | None
+    claims_needing_evidence: NonNegInt
+    claims_supported: NonNegInt
+    citation_completeness: float | None
+    abstained: bool
+    pack_answerability: Answerability
+    abstention: AbstentionCheck
+    expected: tuple[ExpectedEvidence, ...] | None = None
+
+    @classmethod
+    def of(cls, verdict: Verdict) -> VerdictEvent:
+        """The audit record of ``verdict`` (claim texts and missing values left out)."""
+        data = verdict.model_dump(exclude={"schema_", "claims"})
+        claims = tuple(
+            ClaimOutcome(
+                index=c.index, status=c.status, evidence_ids=c.evidence_ids, missing=len(c.missing)
+            )
+            for c in verdict.claims
+        )
+        return cls.model_validate({**data, "claims": claims})
