@@ -363,19 +363,21 @@ def claim_values(text: str) -> tuple[Value, ...]:
     spans.sort()
     j = 0
     previous_end = 0
+    initial = False  # the word before was an initial ("J." of "J. Tolkien"): no clause break
     for m in _NAME.finditer(text):
         start, word = m.start(), m.group(0)
         while j < len(spans) and spans[j][1] <= start:
             j += 1
         inside = j < len(spans) and spans[j][0] <= start
         if not inside and word[0].isupper():
-            first = _clause_starts(text, previous_end, start)
+            first = not initial and _clause_starts(text, previous_end, start)
             if j < len(spans) and previous_end <= spans[j][0] < start:
                 first = False  # a number stands between: "In 1990 Paris"
             if _name(word, first):
                 pieces = tuple(_WORD.findall(normalise_word(word)))
                 items.append((start, Value(word, frozenset(), pieces)))
         previous_end = m.end()
+        initial = len(word) == 1 and word.isupper() and text.startswith(".", previous_end)
     items.sort(key=lambda t: t[0])
     out: list[Value] = []
     seen: set[tuple[frozenset[str], tuple[str, ...] | None]] = set()
