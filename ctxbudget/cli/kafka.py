@@ -23,6 +23,7 @@ from ctxbudget.kafka import (
     apply_topics,
     load_topic_specs,
     run_forever,
+    run_verify_worker,
     run_worker,
     verify_topics,
 )
@@ -141,8 +142,6 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
     if "verify" in stages:
         if len(stages) > 1:
             raise UsageFailure("'verify' runs on its own: start the stage workers separately")
-        from workers.verify import run_verify_worker
-
         run_verify_worker(worker_settings())
         return
     chosen = list(ALL_STAGES) if "all" in stages else list(dict.fromkeys(stages))
