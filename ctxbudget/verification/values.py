@@ -137,13 +137,19 @@ _VALUE = re.compile(
     re.VERBOSE | re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W_]+")
-_NAME = re.compile(r"(?<![^\W_])[^\W\d_](?:[^\W_]|['’](?=[^\W\d_]))*")
 _ANCHOR = re.compile(r"(?:[$€£¥]\s?)?\d+")
 #: A month name ending just before a number (``March 1``, ``Sept. 4``).
 _MONTH_BEFORE = re.compile(rf"(?<![\w])(?:{_MONTH_RE})\.?,?\s+$", re.IGNORECASE)
 _MONTH_REACH = 12
-#: Punctuation after which a clause starts afresh (its first word may be capitalised).
-_CLAUSE_BREAK = re.compile(r"[;:…]|[.!?]\s")
+#: Punctuation after which a clause starts afresh (its first word may be capitalised),
+#: then only what may open one, up to the word.
+_OPENERS = " \t\n\"'“‘([`"
+_OPENING = re.compile(r"""(?:[;:…]|[.!?](?=\s))[\s"'“‘(\[`]*$""")
+_LOOK_BACK = 40
+#: A word that may be capitalised: not starting with an ASCII lower-case letter (the
+#: rest are checked with ``str.isupper``).
+_CAPITALISED = re.compile(r"(?<![^\W_])[^\W\da-z_](?:[^\W_]|['’](?=[^\W\d_]))*")
+_COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +180,7 @@ class PassageIndex:
 def _fold(text: str) -> str:
     """Text without case or accents."""
     if not text.isascii():
-        text = "".join(
-            c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)
-        )
+        text = _COMBINING.sub("", unicodedata.normalize("NFKD", text))
     return text.casefold()
 
 
@@ -337,12 +341,18 @@ def _name(word: str, first: bool) -> bool:
     return low not in _COMMON and not low.endswith(("ed", "ing", "ly"))
 
 
-def _clause_starts(text: str, end: int, start: int) -> bool:
-    """Nothing but clause-breaking punctuation and spaces lies between ``end`` and ``start``
-    (or ``start`` opens the text)."""
-    if end == 0:
-        return not text[:start].strip(" \"'“‘([`")
-    return _CLAUSE_BREAK.search(text, end, start) is not None
+def _opens_clause(text: str, start: int) -> bool:
+    """The word at ``start`` opens the text, or a clause: only spaces, quotes and brackets
+    lie between it and a ``;``, ``:``, ``…`` or a sentence's final punctuation (not the full
+    stop of an initial, ``J. Tolkien``)."""
+    lo = max(0, start - _LOOK_BACK)
+    m = _OPENING.search(text, lo, start)
+    if m is None:
+        return start < _LOOK_BACK and not text[:start].strip(_OPENERS)
+    if text[m.start()] != ".":
+        return True
+    before = text[max(0, m.start() - 2) : m.start()]
+    return not (before[-1:].isupper() and (len(before) < 2 or not before[0].isalnum()))
 
 
 def claim_values(text: str) -> tuple[Value, ...]:
@@ -362,22 +372,17 @@ def claim_values(text: str) -> tuple[Value, ...]:
         items.append((f.start, Value(surface, keys)))
     spans.sort()
     j = 0
-    previous_end = 0
-    initial = False  # the word before was an initial ("J." of "J. Tolkien"): no clause break
-    for m in _NAME.finditer(text):
+    for m in _CAPITALISED.finditer(text):
         start, word = m.start(), m.group(0)
+        if not word[0].isupper():
+            continue
         while j < len(spans) and spans[j][1] <= start:
             j += 1
-        inside = j < len(spans) and spans[j][0] <= start
-        if not inside and word[0].isupper():
-            first = not initial and _clause_starts(text, previous_end, start)
-            if j < len(spans) and previous_end <= spans[j][0] < start:
-                first = False  # a number stands between: "In 1990 Paris"
-            if _name(word, first):
-                pieces = tuple(_WORD.findall(normalise_word(word)))
-                items.append((start, Value(word, frozenset(), pieces)))
-        previous_end = m.end()
-        initial = len(word) == 1 and word.isupper() and text.startswith(".", previous_end)
+        if j < len(spans) and spans[j][0] <= start:
+            continue  # part of a value: "March" of a date, "Million"
+        if _name(word, _opens_clause(text, start)):
+            pieces = tuple(_WORD.findall(normalise_word(word)))
+            items.append((start, Value(word, frozenset(), pieces)))
     items.sort(key=lambda t: t[0])
     out: list[Value] = []
     seen: set[tuple[frozenset[str], tuple[str, ...] | None]] = set()
