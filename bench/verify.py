@@ -89,6 +89,7 @@ ANSWERS_PER_PACK = 5
 MUSIQUE_DIRNAME = "musique_train100"
 
 _SENTENCE = re.compile(r"(?<=[.!?])[\"”']?\s+(?=[A-Z\"'(`])")
+_INNER_END = re.compile(r"[.!?][\"”')]*\s+[\"'“(`]*[A-Z0-9]")
 #: A piece ending like this was cut at an abbreviation or an initial, not a sentence end.
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Prof|Mt|No|Co|Inc|Ltd|vs))\.$")
 _NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w])")
@@ -149,7 +150,15 @@ def _sentences(text: str) -> list[str]:
         s = s.strip()
         n = len(s.split())
         opens = re.match(r"[\"'`(]*[A-Z0-9]", s) is not None
-        if opens and 5 <= n <= 60 and s[-1:] in ".!?" and (_NUMBER.search(s) or _CAPITAL.search(s)):
+        # one sentence only: no excerpt joiner, no inner sentence end, balanced brackets
+        whole = "…" not in s and not _INNER_END.search(s) and s.count("(") == s.count(")")
+        if (
+            opens
+            and whole
+            and 5 <= n <= 60
+            and s[-1:] in ".!?"
+            and (_NUMBER.search(s) or _CAPITAL.search(s))
+        ):
             out.append(s)
     return out
 

@@ -22,7 +22,7 @@ No model, no clock: the same answer and pack give the same verdict, byte for byt
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ctxbudget.errors import InputError
 from ctxbudget.memo import BoundedMemo
@@ -68,8 +68,30 @@ def says_insufficient(text: str) -> bool:
     return _INSUFFICIENT.search(text) is not None
 
 
+class _Cited:
+    """The pack's passages by evidence id, each indexed the first time a claim cites it."""
+
+    __slots__ = ("_index", "_indexes", "texts")
+
+    def __init__(self, pack: Pack, index: Callable[[str], PassageIndex]) -> None:
+        self.texts: dict[str, str] = {}
+        for e in pack.evidence:
+            self.texts.setdefault(e.evidence_id, f"{e.title}\n{e.text}" if e.title else e.text)
+        self._index = index
+        self._indexes: dict[str, PassageIndex] = {}
+
+    def __contains__(self, evidence_id: str) -> bool:
+        return evidence_id in self.texts
+
+    def __getitem__(self, evidence_id: str) -> PassageIndex:
+        found = self._indexes.get(evidence_id)
+        if found is None:
+            found = self._indexes[evidence_id] = self._index(self.texts[evidence_id])
+        return found
+
+
 def _status(
-    parsed: ParsedClaim, values: Sequence[Value], known: dict[str, PassageIndex]
+    parsed: ParsedClaim, values: Sequence[Value], known: _Cited
 ) -> tuple[ClaimStatus, tuple[str, ...], tuple[str, ...]]:
     ids = parsed.evidence_ids
     if not ids:
@@ -119,14 +141,11 @@ class AnswerVerifier:
                 f"answer {answer.request_id!r} ({answer.lane}) is checked against the pack "
                 f"of {pack.request_id!r} ({pack.lane})"
             )
-        known: dict[str, PassageIndex] = {}
-        for e in pack.evidence:
-            cited_text = f"{e.title}\n{e.text}" if e.title else e.text
-            known.setdefault(e.evidence_id, self._index(cited_text))
+        known = _Cited(pack, self._index)
         if answer.claims is not None:
             parsed = tuple(ParsedClaim(c.text, c.evidence_ids) for c in answer.claims)
         else:
-            parsed = parse_text(answer.text or "", known=frozenset(known))
+            parsed = parse_text(answer.text or "", known=frozenset(known.texts))
         verdicts: list[ClaimVerdict] = []
         citations = supporting = needing = supported = 0
         abstained = answer.answerability == "no_evidence"
