@@ -16,6 +16,10 @@ verifier should find:
   dropped candidate's chunk id, an id of the pack's shape, a numbered ``E3`` (``fabricated_id``);
 * ``uncited``: a supported sentence with its citation taken off (``uncited``).
 
+Claims start from whole sentences of the packed passages that hold a number or an inner
+capitalised word; a piece holding an excerpt joiner (``…``), a second sentence or unbalanced
+brackets is not used (its claim boundaries would be the generator's guess).
+
 Half the answers are prose with inline citations (placed before or after the final
 punctuation, one or two ids per group), half are typed claims. Two phrasing styles: ``dev``
 for the development set and ``heldout`` (other lead-ins, citation placements and rewrites)
