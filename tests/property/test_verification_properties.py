@@ -133,3 +133,65 @@ def test_verdicts_follow_the_claims_and_never_depend_on_the_memo(
     for c, (_, ids) in zip(v.claims, claims, strict=True):
         assert (c.status == "fabricated_id") == any(i != _EID for i in ids)
     assert sum(v.counts.values()) == len(claims)
+
+
+_DIAG_BATCH = batch(
+    [
+        candidate("keys", PASSAGE, 9.0),
+        candidate("copy", PASSAGE, 8.0),
+        candidate("other", "The Pro plan of Acme costs $30 a month in Paris since 2019.", 7.0),
+        candidate("hidden", "Staff keys at Acme expire after 7 days.", 9.5, tenant_id="x"),
+    ],
+    query="when do Acme keys expire and what does the Pro plan cost?",
+)
+_DIAG = _PIPELINE.run(_DIAG_BATCH)
+_DIAG_IDS = [e.evidence_id for e in _DIAG.pack.evidence]
+_HOLDER = {c: e.evidence_id for e in _DIAG.pack.evidence for c in e.chunk_ids}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["keys", "copy", "other", "hidden", "never-1", "never-2"]), unique=True
+    ),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["Keys expire after 90 days.", "Keys expire after 91 days.", "Hello."]),
+            st.lists(st.sampled_from([*_DIAG_IDS, "zz9"]), max_size=2),
+        ),
+        max_size=4,
+    ),
+)
+def test_each_expected_passage_gets_the_outcome_its_facts_imply(
+    relevant: list[str], claims: list[tuple[str, list[str]]]
+) -> None:
+    """retrieval_miss iff never a candidate, packing_drop iff a candidate not in the pack,
+    ignored iff its item is not cited, used iff every claim citing it is supported."""
+    from ctxbudget.schemas import Labels
+    from ctxbudget.verification import AnswerClaim, facts_from_batch
+
+    b = _DIAG_BATCH.model_copy(update={"labels": Labels(relevant_chunk_ids=tuple(relevant))})
+    facts = facts_from_batch(b, _DIAG.traces)
+    assert facts is not None
+    answer = Answer(
+        request_id=_DIAG.pack.request_id,
+        claims=tuple(AnswerClaim(text=t, evidence_ids=tuple(ids)) for t, ids in claims),
+    )
+    v = AnswerVerifier().run(answer, _DIAG.pack, facts=facts)
+    assert v.expected is not None
+    assert [e.chunk_id for e in v.expected] == relevant
+    candidates = {c.chunk_id for c in b.candidates}
+    for e in v.expected:
+        if e.chunk_id not in candidates:
+            assert e.outcome == "retrieval_miss"
+        elif e.chunk_id not in _HOLDER:
+            assert e.outcome == "packing_drop" and e.drop_reason is not None
+        else:
+            eid = _HOLDER[e.chunk_id]
+            citing = [c for c in v.claims if eid in c.evidence_ids]
+            if not citing:
+                assert e.outcome == "ignored"
+            elif all(c.status == "supported" for c in citing):
+                assert e.outcome == "used"
+            else:
+                assert e.outcome == "unsupported"
