@@ -10,6 +10,7 @@
     python -m bench quality  [--policy default@1] [--compare lean@1] [--sets a,b] [--json-out F]
     python -m bench hostile  [--cases identical-3000,tokenizer-400] [--json-out F]
     python -m bench drift    [--alpha 0.1] [--null-requests 10000] [--json-out F]
+    python -m bench verify   [--sets dev,heldout] [--per-pack 5] [--repeats 3] [--json-out F]
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
@@ -140,6 +141,14 @@ def _parser() -> argparse.ArgumentParser:
     from bench import drift
 
     drift.add_arguments(p)
+    p = sub.add_parser("verify", help="the answer verifier on labelled answers from real packs")
+    p.add_argument("--policy", default="default@1")
+    p.add_argument("--sets", default="", help="dev, heldout or both (default: both)")
+    p.add_argument("--per-pack", type=int, default=5, help="answers written per pack")
+    p.add_argument("--repeats", type=int, default=3, help="timed passes (the best is shown)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--examples", action="store_true", help="print a few misses")
+    p.add_argument("--json-out")
 
     p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
     p.add_argument("--json-out", help="a folder: one JSON file per benchmark")
@@ -193,6 +202,10 @@ def _run(command: str, args: Any) -> int:
 
         report.update(hostile.run(args))
         print(hostile.render(report))
+    elif command == "verify":
+        from bench import verify
+
+        report.update(verify.run(args))
     elif command == "scaling":
         from bench import scaling
 

@@ -20,6 +20,8 @@ from pydantic import Field
 
 from ctxbudget.models import ReportModel
 from ctxbudget.schemas import Pack
+from ctxbudget.verification.lanes import AnswerDiff, compare_answers
+from ctxbudget.verification.models import Verdict
 
 
 class ClassDiff(ReportModel):
@@ -63,6 +65,8 @@ class Comparison(ReportModel):
     #: when the lanes hold different numbers of packs (``dropped_*`` are totals over pairs).
     dropped_live_per_pack: dict[str, float] = Field(default={})
     dropped_shadow_per_pack: dict[str, float] = Field(default={})
+    #: The answers of both lanes, when verdicts exist for both (``compare(verdicts=...)``).
+    answers: AnswerDiff | None = None
 
 
 def drops_per_pack(packs: Sequence[Pack]) -> dict[str, float]:
@@ -135,8 +139,11 @@ def compare(
     *,
     labels: Mapping[str, Sequence[str]] | None = None,
     noise: Sequence[tuple[Pack, Pack]] | None = None,
+    verdicts: Iterable[Verdict] = (),
 ) -> Comparison:
-    """Compare packs of the same requests; the last pack seen per request id counts."""
+    """Compare packs of the same requests; the last pack seen per request id counts. With
+    ``verdicts`` of both lanes, the answers are compared too
+    (:mod:`ctxbudget.verification.lanes`)."""
     labels = labels or {}
     by_live = {p.request_id: p for p in live}
     by_shadow = {p.request_id: p for p in shadow}
@@ -169,6 +176,9 @@ def compare(
         shadow_packs=len(by_shadow),
         dropped_live_per_pack=drops_per_pack(list(by_live.values())),
         dropped_shadow_per_pack=drops_per_pack(list(by_shadow.values())),
+        answers=compare_answers(
+            verdicts, live_packs=by_live, shadow_packs=by_shadow, labels=labels
+        ),
     )
 
 
@@ -206,6 +216,20 @@ def render(c: Comparison) -> str:
         lines.append(
             "answerability shifts: "
             + ", ".join(f"{k} {v}" for k, v in c.answerability_shifts.items())
+        )
+    if c.answers is not None:
+        a = c.answers
+
+        def share(v: float | None) -> str:
+            return "-" if v is None else f"{v:.1%}"
+
+        lines.append(
+            f"answers ({a.pairs} requests answered in both lanes), live -> shadow: unsupported "
+            f"claims {a.live_unsupported} -> {a.shadow_unsupported} "
+            f"({a.live_unsupported_per_answer:.2f} -> {a.shadow_unsupported_per_answer:.2f} "
+            f"per answer), citation precision {share(a.live_citation_precision)} -> "
+            f"{share(a.shadow_citation_precision)}, expected evidence cited "
+            f"{share(a.live_expected_cited)} -> {share(a.shadow_expected_cited)}"
         )
     if c.noise_floor is not None:
         nf = c.noise_floor

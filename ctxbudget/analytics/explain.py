@@ -11,6 +11,7 @@ import duckdb
 import orjson
 
 from ctxbudget.analytics import views
+from ctxbudget.analytics.answers import answer_lines
 from ctxbudget.analytics.store import connect
 from ctxbudget.analytics.tables import BUDGET_ITEMS
 
@@ -194,6 +195,10 @@ def explain(db: str | Path, request_id: str) -> str | None:
             out.append("(no route trace recorded for this request)")
         out.append("")
         out.extend(_packs(con, request_id))
+        claims = answer_lines(con, request_id)
+        if claims:
+            out.append("")
+            out.extend(claims)
         return "\n".join(out) + "\n"
     finally:
         con.close()

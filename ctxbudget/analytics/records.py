@@ -2,7 +2,9 @@
 
 A record is dispatched on its ``schema`` field: ``ctx.trace_event.v1`` becomes one ``events``
 row and its ``decisions`` rows, ``ctx.pack.v1`` one ``packs`` row, ``ctx.control_event.v1``
-one ``control_events`` row and ``ctx.control_applied.v1`` one ``control_applied`` row; every
+one ``control_events`` row, ``ctx.control_applied.v1`` one ``control_applied`` row, and
+``ctx.verdict.v1`` (a verdict file) or ``ctx.verdict_event.v1`` (the verify worker's audit
+record) one ``verdicts`` row, its ``claims`` rows and its ``expected`` rows; every
 row gets a ``ts`` (the Kafka record timestamp, else the time the sink read it). Anything
 else (not JSON, not an object, an unknown schema version, a missing or mistyped field) becomes
 a reject that keeps the raw text and the error; nothing is dropped silently.
@@ -23,6 +25,7 @@ from ctxbudget.errors import InputError
 from ctxbudget.models import describe_validation
 from ctxbudget.rollout import ControlApplied, ControlEvent
 from ctxbudget.schemas import BudgetLedger, Pack, TraceEvent
+from ctxbudget.verification.models import CLAIM_STATUSES, Verdict, VerdictEvent
 
 Row = dict[str, Any]
 RejectKind = Literal["not_json", "unknown_schema", "invalid", "empty"]
@@ -31,14 +34,25 @@ TRACE_SCHEMA = "ctx.trace_event.v1"
 PACK_SCHEMA = "ctx.pack.v1"
 CONTROL_SCHEMA = "ctx.control_event.v1"
 APPLIED_SCHEMA = "ctx.control_applied.v1"
-KNOWN_SCHEMAS = (TRACE_SCHEMA, PACK_SCHEMA, CONTROL_SCHEMA, APPLIED_SCHEMA)
-RecordKind = Literal["trace", "pack", "control", "applied"]
-Model = TraceEvent | Pack | ControlEvent | ControlApplied
+VERDICT_SCHEMA = "ctx.verdict.v1"
+VERDICT_EVENT_SCHEMA = "ctx.verdict_event.v1"
+KNOWN_SCHEMAS = (
+    TRACE_SCHEMA,
+    PACK_SCHEMA,
+    CONTROL_SCHEMA,
+    APPLIED_SCHEMA,
+    VERDICT_SCHEMA,
+    VERDICT_EVENT_SCHEMA,
+)
+RecordKind = Literal["trace", "pack", "control", "applied", "verdict", "verdict_event"]
+Model = TraceEvent | Pack | ControlEvent | ControlApplied | Verdict | VerdictEvent
 _MODELS: dict[str, tuple[RecordKind, type[Model]]] = {
     TRACE_SCHEMA: ("trace", TraceEvent),
     PACK_SCHEMA: ("pack", Pack),
     CONTROL_SCHEMA: ("control", ControlEvent),
     APPLIED_SCHEMA: ("applied", ControlApplied),
+    VERDICT_SCHEMA: ("verdict", Verdict),
+    VERDICT_EVENT_SCHEMA: ("verdict_event", VerdictEvent),
 }
 
 
@@ -88,6 +102,10 @@ class Rows:
     rejects: list[Row] = field(default_factory=list)
     controls: list[Row] = field(default_factory=list)
     applied: list[Row] = field(default_factory=list)
+    verdicts: list[Row] = field(default_factory=list)
+    #: Per verdict (request_id, lane): its claim rows and expected-evidence rows.
+    claims: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
+    expected: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
 
     def add(self, raw: bytes | None, where: Position) -> None:
         """Parse one record and file its rows (or its reject)."""
@@ -104,6 +122,11 @@ class Rows:
             self.packs.append(pack_row(model, where))
         elif isinstance(model, ControlEvent):
             self.controls.append(control_row(model, raw or b"", where))
+        elif isinstance(model, Verdict | VerdictEvent):
+            self.verdicts.append(verdict_row(model, where))
+            vkey = (model.request_id, model.lane)
+            self.claims[vkey] = claim_rows(model, where)
+            self.expected[vkey] = expected_rows(model, where)
         else:
             self.applied.append(applied_row(model, where))
 
@@ -114,6 +137,7 @@ class Rows:
             + len(self.rejects)
             + len(self.controls)
             + len(self.applied)
+            + len(self.verdicts)
         )
 
 
@@ -275,6 +299,81 @@ def applied_row(ev: ControlApplied, where: Position) -> Row:
         "source": where.label(),
         "ts": where.time,
     }
+
+
+def verdict_row(v: Verdict | VerdictEvent, where: Position) -> Row:
+    """The ``verdicts`` row of a verdict (or of its audit record): claims per status, the
+    citation figures and the abstention check."""
+    return {
+        "request_id": v.request_id,
+        "lane": v.lane,
+        "cohort": v.cohort,
+        "policy": str(v.policy),
+        "query_class": v.query_class,
+        "form": v.form,
+        "claims": len(v.claims),
+        **{s: v.counts.get(s, 0) for s in CLAIM_STATUSES},
+        "citations": v.citations,
+        "citations_supporting": v.citations_supporting,
+        "citation_precision": v.citation_precision,
+        "claims_needing_evidence": v.claims_needing_evidence,
+        "claims_supported": v.claims_supported,
+        "citation_completeness": v.citation_completeness,
+        "abstained": v.abstained,
+        "pack_answerability": v.pack_answerability,
+        "abstention": v.abstention,
+        "labelled": v.expected is not None,
+        "source": where.label(),
+        "ts": where.time,
+    }
+
+
+def claim_rows(v: Verdict | VerdictEvent, where: Position) -> list[Row]:
+    """One ``claims`` row per claim; the text and the missing values only from a Verdict."""
+    base = {"request_id": v.request_id, "lane": v.lane, "ts": where.time}
+    if isinstance(v, Verdict):
+        return [
+            {
+                **base,
+                "idx": c.index,
+                "status": c.status,
+                "evidence_ids": list(c.evidence_ids),
+                "missing_count": len(c.missing),
+                "missing": list(c.missing),
+                "text": c.text,
+            }
+            for c in v.claims
+        ]
+    return [
+        {
+            **base,
+            "idx": c.index,
+            "status": c.status,
+            "evidence_ids": list(c.evidence_ids),
+            "missing_count": c.missing,
+            "missing": None,
+            "text": None,
+        }
+        for c in v.claims
+    ]
+
+
+def expected_rows(v: Verdict | VerdictEvent, where: Position) -> list[Row]:
+    """One ``expected`` row per labelled relevant chunk (none without labels)."""
+    return [
+        {
+            "request_id": v.request_id,
+            "lane": v.lane,
+            "chunk_id": e.chunk_id,
+            "query_class": v.query_class,
+            "outcome": e.outcome,
+            "evidence_id": e.evidence_id,
+            "drop_reason": e.drop_reason,
+            "detail": e.detail,
+            "ts": where.time,
+        }
+        for e in v.expected or ()
+    ]
 
 
 def _request_id(raw: bytes) -> str | None:

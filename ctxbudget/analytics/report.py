@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from ctxbudget.analytics import figures, views
+from ctxbudget.analytics import answers, figures, views
 from ctxbudget.analytics.store import connect
 
 DIAGNOSES = ("never retrieved", "retrieved but dropped", "admitted", "in flight")
@@ -298,6 +298,7 @@ def _timeline(doc: _Doc, con: duckdb.DuckDBPyConnection) -> None:
 
 SECTIONS: tuple[Callable[[_Doc, duckdb.DuckDBPyConnection], None], ...] = (
     _diagnosis,
+    answers.report_section,
     _figures,
     _timeline,
     _rejects,

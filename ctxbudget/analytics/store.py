@@ -24,15 +24,18 @@ from ctxbudget.analytics import views
 from ctxbudget.analytics.records import Row, Rows, utc_now
 from ctxbudget.analytics.tables import (
     ALL_TABLES,
+    CLAIMS,
     CONTROL_APPLIED,
     CONTROL_EVENTS,
     DECISIONS,
     EVENTS,
+    EXPECTED,
     META,
     OFFSETS,
     PACKS,
     REJECTS,
     SCHEMA_VERSION,
+    VERDICTS,
     Table,
 )
 from ctxbudget.errors import CtxBudgetError
@@ -52,6 +55,7 @@ class Counts:
     rejects: int = 0
     controls: int = 0
     applied: int = 0
+    verdicts: int = 0
 
     def add(self, other: Counts) -> None:
         """Add ``other``'s counts to these, in place."""
@@ -61,6 +65,7 @@ class Counts:
         self.rejects += other.rejects
         self.controls += other.controls
         self.applied += other.applied
+        self.verdicts += other.verdicts
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -137,7 +142,13 @@ class AuditStore:
             return int(got[0]) if got else 0
 
         return Counts(
-            n(EVENTS), n(DECISIONS), n(PACKS), n(REJECTS), n(CONTROL_EVENTS), n(CONTROL_APPLIED)
+            n(EVENTS),
+            n(DECISIONS),
+            n(PACKS),
+            n(REJECTS),
+            n(CONTROL_EVENTS),
+            n(CONTROL_APPLIED),
+            n(VERDICTS),
         )
 
     def write(
@@ -170,6 +181,8 @@ class AuditStore:
             self._insert(CONTROL_EVENTS, controls)
             applied = _dedupe(rows.applied, CONTROL_APPLIED.key)
             self._insert(CONTROL_APPLIED, applied)
+            verdicts = _dedupe(rows.verdicts, VERDICTS.key)
+            self._write_verdicts(verdicts, rows)
             if offsets:
                 self._save_offsets(offsets)
             con.execute("COMMIT")
@@ -177,8 +190,30 @@ class AuditStore:
             con.execute("ROLLBACK")
             raise
         return Counts(
-            len(events), len(decisions), len(packs), len(rejects), len(controls), len(applied)
+            len(events),
+            len(decisions),
+            len(packs),
+            len(rejects),
+            len(controls),
+            len(applied),
+            len(verdicts),
         )
+
+    def _write_verdicts(self, verdicts: list[Row], rows: Rows) -> None:
+        """Verdict rows, their claims and expected evidence; a verdict seen again replaces
+        its earlier rows (the claims and diagnosis of the earlier one are deleted first)."""
+        if not verdicts:
+            return
+        keys = {c: _column([v[c] for v in verdicts]) for c in ("request_id", "lane")}
+        with self._registered("verdict_keys", keys):
+            for table in (CLAIMS, EXPECTED):
+                self.con.execute(
+                    f"DELETE FROM {table.name} t USING verdict_keys k "
+                    "WHERE t.request_id = k.request_id AND t.lane = k.lane"
+                )
+        self._insert(VERDICTS, verdicts)
+        for table, per in ((CLAIMS, rows.claims), (EXPECTED, rows.expected)):
+            self._insert(table, [r for v in verdicts for r in per[(v["request_id"], v["lane"])]])
 
     def _insert(self, table: Table, rows: list[Row]) -> None:
         if not rows:

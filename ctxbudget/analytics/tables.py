@@ -188,6 +188,72 @@ CONTROL_APPLIED = Table(
     key=("worker", "version"),
 )
 
+VERDICTS = Table(
+    "verdicts",
+    (
+        _c("request_id", "VARCHAR", False),
+        _c("lane", "VARCHAR", False),
+        _c("cohort", "VARCHAR", False),
+        _c("policy", "VARCHAR", False),
+        _c("query_class", "VARCHAR", False),
+        _c("form", "VARCHAR", False),
+        _c("claims", "INTEGER", False),
+        _c("supported", "INTEGER", False),
+        _c("fabricated_id", "INTEGER", False),
+        _c("unsupported_value", "INTEGER", False),
+        _c("uncited", "INTEGER", False),
+        _c("uncheckable", "INTEGER", False),
+        _c("citations", "INTEGER", False),
+        _c("citations_supporting", "INTEGER", False),
+        _c("citation_precision", "DOUBLE"),
+        _c("claims_needing_evidence", "INTEGER", False),
+        _c("claims_supported", "INTEGER", False),
+        _c("citation_completeness", "DOUBLE"),
+        _c("abstained", "BOOLEAN", False),
+        _c("pack_answerability", "VARCHAR", False),
+        _c("abstention", "VARCHAR", False),
+        _c("labelled", "BOOLEAN", False),
+        _c("source", "VARCHAR", False),
+        _TS,
+    ),
+    key=("request_id", "lane"),
+)
+
+#: One row per claim of a verdict; ``text`` and ``missing`` only when read from a Verdict
+#: (the audit topic's VerdictEvent carries no answer text).
+CLAIMS = Table(
+    "claims",
+    (
+        _c("request_id", "VARCHAR", False),
+        _c("lane", "VARCHAR", False),
+        _c("idx", "INTEGER", False),
+        _c("status", "VARCHAR", False),
+        _c("evidence_ids", "VARCHAR[]", False),
+        _c("missing_count", "INTEGER", False),
+        _c("missing", "VARCHAR[]"),
+        _c("text", "VARCHAR"),
+        _TS,
+    ),
+    key=("request_id", "lane", "idx"),
+)
+
+#: One row per labelled relevant chunk of a verdict: the four-way diagnosis.
+EXPECTED = Table(
+    "expected",
+    (
+        _c("request_id", "VARCHAR", False),
+        _c("lane", "VARCHAR", False),
+        _c("chunk_id", "VARCHAR", False),
+        _c("query_class", "VARCHAR", False),
+        _c("outcome", "VARCHAR", False),
+        _c("evidence_id", "VARCHAR"),
+        _c("drop_reason", "VARCHAR"),
+        _c("detail", "VARCHAR"),
+        _TS,
+    ),
+    key=("request_id", "lane", "chunk_id"),
+)
+
 OFFSETS = Table(
     "sink_offsets",
     (
@@ -210,5 +276,8 @@ ALL_TABLES: tuple[Table, ...] = (
     REJECTS,
     CONTROL_EVENTS,
     CONTROL_APPLIED,
+    VERDICTS,
+    CLAIMS,
+    EXPECTED,
     OFFSETS,
 )

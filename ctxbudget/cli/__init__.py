@@ -26,6 +26,7 @@ _register("pack", "pack_cmd", "schema_cmd", "policies_cmd")
 _register("conformal_cmds", "calibrate_cmd", "evaluate_cmd")
 _register("monitor_cmd", "monitor_cmd")
 _register("replay", "replay_cmd", "compare_cmd")
+_register("verify_cmd", "verify_cmd")
 with contextlib.suppress(ModuleNotFoundError):  # the Kafka commands need the `kafka` extra
     _register("kafka", "broker_cmd", "topics_cmd", "worker_cmd", "demo_cmd")
     _register("produce", "produce_cmd", "label_cmd")

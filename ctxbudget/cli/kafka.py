@@ -23,6 +23,7 @@ from ctxbudget.kafka import (
     apply_topics,
     load_topic_specs,
     run_forever,
+    run_verify_worker,
     run_worker,
     verify_topics,
 )
@@ -126,13 +127,23 @@ def topics_verify(brokers: str, directory: str | None, replication_factor: int |
 
 @click.command("worker")
 @click.argument(
-    "stages", nargs=-1, required=True, type=click.Choice([*ALL_STAGES, "fused", "shadow", "all"])
+    "stages",
+    nargs=-1,
+    required=True,
+    type=click.Choice([*ALL_STAGES, "fused", "shadow", "all", "verify"]),
 )
 def worker_cmd(stages: tuple[str, ...]) -> None:
     """Run worker agents for STAGES ('all' = the four stages in one process).
 
-    Configuration comes from CTXBUDGET_* environment variables (see the README).
+    'verify' runs the answer verifier alone (answers joined with their packs into verdicts;
+    CTXBUDGET_VERIFY_* variables, see the README). Configuration comes from CTXBUDGET_*
+    environment variables (see the README).
     """
+    if "verify" in stages:
+        if len(stages) > 1:
+            raise UsageFailure("'verify' runs on its own: start the stage workers separately")
+        run_verify_worker(worker_settings())
+        return
     chosen = list(ALL_STAGES) if "all" in stages else list(dict.fromkeys(stages))
     settings = worker_settings()
     if settings.policies is None:

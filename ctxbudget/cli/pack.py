@@ -38,6 +38,7 @@ from ctxbudget.schemas import (
     RoutedBatch,
     TraceEvent,
 )
+from ctxbudget.verification.models import Answer, Verdict
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "candidate_batch": CandidateBatch,
@@ -48,6 +49,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "pack": Pack,
     "trace": TraceEvent,
     "dead_letter": DeadLetter,
+    "answer": Answer,
+    "verdict": Verdict,
 }
 
 #: Exit statuses of ``ctxbudget pack`` (documented in its --help).

@@ -25,6 +25,7 @@ from ctxbudget.compare import compare, render
 from ctxbudget.errors import ConfigError, CtxBudgetError, InputError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import CandidateBatch, Pack, ReplayInfo, TraceEvent
+from ctxbudget.verification.models import Verdict
 
 if TYPE_CHECKING:
     from ctxbudget.kafka import WorkerSettings
@@ -294,6 +295,17 @@ def _read_packs(path: str, run_id: str | None, what: str) -> list[Pack]:
     return out
 
 
+def _read_models(path: str, model: type[Verdict], what: str) -> list[Verdict]:
+    """Every line of a JSONL file as ``model``; a bad line is an error naming it."""
+    out = []
+    for where, raw, _ in _from_file(path, what):
+        try:
+            out.append(decode(raw, model))
+        except InputError as e:
+            raise click.ClickException(f"{where}: {e}") from e
+    return out
+
+
 def _topic_packs(
     brokers: str,
     topic: str,
@@ -343,6 +355,14 @@ def _topic_packs(
 @click.option("--since", help="Topic packs written at or after this ISO time.")
 @click.option("--until", help="Topic packs written at or before this ISO time.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--verdicts",
+    "verdict_paths",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Verdict JSONL (`ctxbudget verify -o`) of either lane; repeatable. With verdicts of "
+    "both lanes the answers are compared too.",
+)
 def compare_cmd(
     live_path: str | None,
     shadow_path: str | None,
@@ -354,8 +374,11 @@ def compare_cmd(
     since: str | None,
     until: str | None,
     as_json: bool,
+    verdict_paths: tuple[str, ...] = (),
 ) -> None:
-    """Compare live and shadow packs of the same requests (tokens, overlap, order, drops)."""
+    """Compare live and shadow packs of the same requests (tokens, overlap, order, drops),
+    and their answers when --verdicts give both lanes' (unsupported claims, citation
+    precision, expected evidence cited)."""
     settings = worker_settings()
     topics = settings.topics
     if (live_path is None or shadow_path is None) and not brokers:
@@ -399,7 +422,8 @@ def compare_cmd(
         first = Pipeline.from_store(store, live_policy)
         second = Pipeline.from_store(store, live_policy)
         noise = [(first.run(b).pack, second.run(b).pack) for b in batches if b.request_id in wanted]
-    result = compare(live, shadow, labels=labels, noise=noise)
+    verdicts = [v for path in verdict_paths for v in _read_models(path, Verdict, "--verdicts file")]
+    result = compare(live, shadow, labels=labels, noise=noise, verdicts=verdicts)
     if as_json:
         click.echo(orjson.dumps(result.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
     else:

@@ -56,6 +56,7 @@ __all__ = [
     "input_limits",
     "load_topic_specs",
     "run_forever",
+    "run_verify_worker",
     "run_worker",
     "verify_topics",
 ]
@@ -69,3 +70,10 @@ def run_worker(settings: WorkerSettings, stages: Sequence[str]) -> None:
     from workers.app import WorkerApp
 
     WorkerApp(settings, stages).run()
+
+
+def run_verify_worker(settings: WorkerSettings) -> None:
+    """Run the verify worker until SIGTERM/SIGINT (``ctxbudget worker verify``)."""
+    from workers.verify import run_verify_worker as run
+
+    run(settings)

@@ -22,6 +22,8 @@ V1_TOPICS = {
     "ctx.control.v1",
     "ctx.deadletter.v1",
     "ctx.labels.v1",
+    "ctx.answers.v1",
+    "ctx.verdicts.v1",
 }
 
 SHIPPED = sorted(DEFAULT_TOPICS_DIR.glob("*.yaml"))
