@@ -70,6 +70,14 @@ class WorkerSettings(BaseSettings):
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
+    control_key: Path | None = Field(
+        default=None, description="operator: the Ed25519 private key that signs control states"
+    )
+    control_trusted_keys: Path | None = Field(
+        default=None,
+        description="workers: the public key file (or folder of them) control states must be "
+        "signed by; unset = the control topic is ignored, rollout.yaml's baseline only",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["auto", "json", "console"] = Field(
         default="auto", description="json in production; auto = console in a terminal"

@@ -23,6 +23,7 @@ from ctxbudget.cli.common import (
     one_line,
     open_in,
     open_out,
+    topic_specs,
     worker_settings,
 )
 from ctxbudget.codec import dead_letter, decode_batch, encode
@@ -121,6 +122,22 @@ def _send(
         tally.settle(line_no, e)
 
 
+def _destination(settings: WorkerSettings, topic: str | None) -> str:
+    """--topic, else the candidates topic; a live pack topic is a usage error (exit 2)."""
+    from ctxbudget.kafka import LaneError, check_destination
+
+    try:
+        return check_destination(
+            topic or settings.topics.candidates,
+            settings.topics,
+            topic_specs(),
+            writer="produce",
+            role="candidates",
+        ).strip()
+    except LaneError as e:
+        raise UsageFailure(str(e)) from e
+
+
 @click.command("produce")
 @click.argument("batches", type=click.Path(allow_dash=True, dir_okay=False))
 @click.option(
@@ -178,7 +195,7 @@ def produce_cmd(
     """
     settings = worker_settings()
     brokers = brokers or settings.brokers
-    topic = topic or settings.topics.candidates
+    topic = _destination(settings, topic)
     src = open_in(batches, what="BATCHES")
     tally = _Tally()
     started = time.monotonic()
