@@ -34,9 +34,19 @@ _brokers = click.option(
 
 
 def _current(brokers: str) -> ControlView:
-    """The state in force (what the workers start from while the control topic is empty)."""
+    """The state in force (what the workers start from while the control topic is empty);
+    a state naming a policy the policies folder lacks does not count, as on a worker."""
+    store = load_store(None)
+
+    def loaded(ref: str) -> bool:
+        try:
+            store.get(ref)
+        except ConfigError:
+            return False
+        return True
+
     try:
-        return current_state(worker_settings(), brokers, policies_dir(None))
+        return current_state(worker_settings(), brokers, policies_dir(None), known_policy=loaded)
     except ControlKeyError as e:
         raise UsageFailure(str(e)) from e
     except ControlTopicError as e:

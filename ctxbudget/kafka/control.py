@@ -118,6 +118,7 @@ def read_control(
     default: ControlState,
     *,
     keys: KeyRing,
+    known_policy: Callable[[str], bool] = _always_known,
     idle_ms: int = 500,
     timeout_s: float = 15.0,
     settings: WorkerSettings | None = None,
@@ -128,9 +129,9 @@ def read_control(
 
     The memory broker's end offsets are not reliable, so the end is where a poll of
     ``idle_ms`` brings nothing new. No valid record yet: ``default``. Every record is judged
-    by :func:`ctxbudget.signing.judge` against the state held so far (every named policy
-    counts as known here: a worker checks its own); a refused one is logged as a warning
-    (logger ``ctxbudget.control``) and listed.
+    by :func:`ctxbudget.signing.judge` against the state held so far (``known_policy`` says
+    which policies count as loaded; the commands pass their policies folder's); a refused one
+    is logged as a warning (logger ``ctxbudget.control``) and listed.
     """
     consumer = client(
         "consumer",
@@ -147,7 +148,7 @@ def read_control(
         for r in read_topic(consumer, topic, idle_ms=idle_ms, timeout_s=timeout_s):
             if r.key != ROLLOUT_KEY or r.value is None:
                 continue
-            verdict = judge(r.value, keys=keys, held=state, known_policy=_always_known)
+            verdict = judge(r.value, keys=keys, held=state, known_policy=known_policy)
             if verdict.state is not None:
                 state = verdict.state
             elif verdict.reason is not None:
@@ -173,6 +174,7 @@ def read_state(
     default: ControlState,
     *,
     keys: KeyRing,
+    known_policy: Callable[[str], bool] = _always_known,
     idle_ms: int = 500,
     timeout_s: float = 15.0,
     settings: WorkerSettings | None = None,
@@ -183,6 +185,7 @@ def read_state(
         topic,
         default,
         keys=keys,
+        known_policy=known_policy,
         idle_ms=idle_ms,
         timeout_s=timeout_s,
         settings=settings,
@@ -213,7 +216,12 @@ def write_state(
 
 
 def current_state(
-    settings: WorkerSettings, brokers: str, policies: Path, *, keys: KeyRing | None = None
+    settings: WorkerSettings,
+    brokers: str,
+    policies: Path,
+    *,
+    keys: KeyRing | None = None,
+    known_policy: Callable[[str], bool] = _always_known,
 ) -> ControlView:
     """The state in force: the newest valid signed state on the control topic, else the
     workers' starting state (``<policies>/rollout.yaml``, ``CTXBUDGET_POLICY``), with the
@@ -227,6 +235,7 @@ def current_state(
             settings.topics.control,
             starting_state(settings, policies),
             keys=ring,
+            known_policy=known_policy,
             settings=settings,
         )
     except Exception as e:
@@ -264,7 +273,15 @@ def change_state(
         key = load_private_key(settings.control_key)
     except ConfigError as e:
         raise ControlKeyError(str(e)) from e
-    before = current_state(settings, brokers, policies).state
+
+    def loaded(ref: str) -> bool:
+        try:
+            known_policy(ref)
+        except ConfigError:
+            return False
+        return True
+
+    before = current_state(settings, brokers, policies, known_policy=loaded).state
     unsigned = next_state(
         before,
         dict(update),
