@@ -532,14 +532,16 @@ class WorkerApp:
             held_version=held.version,
             held_key_id=held.key_id,
         )
-        self._audit(event)
+        # not awaited: a flood of forged records must not hold back the next valid one
+        self._audit(event, wait=False)
 
-    def _audit(self, event: ControlApplied | ControlRefused) -> None:
+    def _audit(self, event: ControlApplied | ControlRefused, *, wait: bool = True) -> None:
         """Write a control audit record (best effort: the decision is made either way)."""
         try:
             producer = self._control_producer()
             producer.send(self.settings.topics.audit, key=b"control", value=encode(event))
-            producer.flush(timeout=5)
+            if wait:
+                producer.flush(timeout=5)
         except Exception as e:
             log.warning("control audit not written", error=str(e))
 
