@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -102,12 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     n = int(args.rate * args.seconds)
     items = [(g.batch.request_id, encode(g.batch)) for g in synthetic(n, seed=5)]
     procs: list[subprocess.Popen[bytes]] = []
-    with EmbeddedBroker() as broker:
+    from ctxbudget.signing import generate_key_pair
+
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as keys:
         apply_topics(broker.bootstrap, load_topic_specs(REPO / "topics"))
+        private, public = generate_key_pair(Path(keys))
         env = dict(
             os.environ,
             CTXBUDGET_BROKERS=broker.bootstrap,
             CTXBUDGET_POLICIES=str(REPO / "policies"),
+            CTXBUDGET_CONTROL_KEY=str(private),
+            CTXBUDGET_CONTROL_TRUSTED_KEYS=str(public),
         )
         try:
             procs.append(

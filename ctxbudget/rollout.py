@@ -42,6 +42,9 @@ class ControlState(WireModel):
     updated_at: str | None = None
     updated_by: str | None = None
     note: str | None = None
+    #: The signing key (``ed25519:<16 hex>``) and the signature (:mod:`ctxbudget.signing`).
+    key_id: str | None = None
+    signature: str | None = None
 
 
 def next_state(
@@ -64,9 +67,8 @@ def next_state(
     percent = update.get("percent", 0)
     if isinstance(percent, int | float) and percent and candidate is None:
         raise ConfigError("a cohort percentage needs a candidate policy (--candidate)")
-    after = before.model_copy(
-        update={**update, "version": before.version + 1, "updated_at": at, "updated_by": by}
-    )
+    stamp = {"version": before.version + 1, "updated_at": at, "updated_by": by}
+    after = before.model_copy(update={**update, **stamp, "key_id": None, "signature": None})
     return ControlState.model_validate(after.model_dump(by_alias=True))
 
 
@@ -152,3 +154,27 @@ class ControlApplied(WireModel):
     version: int
     lag_ms: float
     killed: bool
+    #: Who signed the state applied, and the states before and after it.
+    key_id: str | None = None
+    before: ControlState | None = None
+    after: ControlState | None = None
+
+
+class ControlRefused(WireModel):
+    """A worker's report that it refused a control record (the state in force stays)."""
+
+    schema_: Literal["ctx.control_refused.v1"] = Field(
+        default="ctx.control_refused.v1", alias="schema"
+    )
+    worker: str
+    #: One of :data:`ctxbudget.signing.REFUSAL_REASONS`.
+    reason: str
+    detail: str
+    #: What the record claimed (unverified), and where it was read.
+    key_id: str | None = None
+    version: int | None = None
+    size: int
+    where: str
+    #: The state that keeps serving.
+    held_version: int
+    held_key_id: str | None = None

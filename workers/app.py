@@ -29,9 +29,19 @@ import orjson
 import structlog
 
 from ctxbudget.codec import encode
-from ctxbudget.rollout import ControlApplied, ControlState
+from ctxbudget.errors import ConfigError
+from ctxbudget.rollout import ControlApplied, ControlRefused, ControlState
+from ctxbudget.signing import Verdict
 from workers import clients, scratch
-from workers.control import ControlFollower, ControlHolder, baseline_only, starting_state
+from workers.control import (
+    ControlFollower,
+    ControlHolder,
+    RefusalLog,
+    baseline_only,
+    refusal_counter,
+    starting_state,
+    trusted_keys,
+)
 from workers.delivery import deliver, deliver_alone, handle_safely
 from workers.handlers import (
     STAGES,
@@ -44,6 +54,7 @@ from workers.handlers import (
     input_topic,
     rollout_assignment,
 )
+from workers.lanes import check_roles
 from workers.limits import (
     LimitSettings,
     TopicsMissingError,
@@ -62,6 +73,31 @@ from workers.transport import FetchWaitApp
 CONTROLLED = ("route", "fused", "shadow")
 #: Exit status of a worker that does not start because a topic it uses is missing (EX_CONFIG).
 EXIT_TOPICS_MISSING = 78
+#: The topics (roles of TopicNames) each stage writes records to, besides audit and dead letters.
+WRITES = {
+    "route": ("routed",),
+    "consolidate": ("consolidated",),
+    "select": ("packed",),
+    "compress": ("packs", "shadow"),
+    "fused": ("packs", "shadow"),
+    "shadow": ("shadow",),
+}
+#: What the worker says, at start and in readiness, when it trusts no control key.
+NO_TRUSTED_KEY = (
+    "no trusted control key (CTXBUDGET_CONTROL_TRUSTED_KEYS unset): the control topic is "
+    "ignored, the baseline of rollout.yaml packs every request"
+)
+
+
+class WorkerObservability(Observability):
+    """The worker's metrics and health; readiness also tells how the control state is held."""
+
+    control_note = ""
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness and why, with the control note when there is one."""
+        ok, why = super().ready()
+        return ok, f"{why}; {self.control_note}" if self.control_note else why
 
 
 def initial_state(settings: WorkerSettings, policies: Path) -> ControlState:
@@ -126,6 +162,11 @@ def _credentials(settings: WorkerSettings) -> Any:
     return clients.faust_credentials(settings)
 
 
+def name_of(stages: Sequence[str]) -> str:
+    """The worker's name in its group id and scratch folder: its stages, or "all"."""
+    return "-".join(stages) if len(stages) < 4 else "all"
+
+
 class WorkerApp:
     """A faust App running the given stages ("all" = the four stages, one agent each)."""
 
@@ -138,16 +179,28 @@ class WorkerApp:
         self.settings = settings
         self.stages = list(stages)
         self.metrics = Metrics()
-        self.obs = Observability(worker="+".join(self.stages))
+        self.obs = WorkerObservability(worker="+".join(self.stages))
+        self.refused = refusal_counter(self.obs.registry)
         self._skipped_seen = 0
         self.limits = LimitSettings()
         self.topic_specs = load_specs(self.limits)
         self.topic_limits = topic_limits(settings, self.topic_specs)
+        check_roles(
+            settings.topics,
+            self.written_roles(),
+            self.topic_specs,
+            writer=f"worker {name_of(stages)}",
+        )
+        self.keys = trusted_keys(settings)
         self.pipelines = pipelines or Pipelines(
             settings.policies, max_pair_checks=self.limits.max_pair_checks
         )
         self.file_state = initial_state(settings, self.pipelines.store.root)
-        self.holder = ControlHolder(self.file_state)
+        self.holder = ControlHolder(
+            self.file_state
+            if self.keys is not None
+            else baseline_only(self.file_state, "no trusted control key: baseline only")
+        )
         self.follower: ControlFollower | None = None
         self.ctx = Context(
             pipelines=self.pipelines,
@@ -165,7 +218,7 @@ class WorkerApp:
         self.max_lag_ms = 0.0
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{'+'.join(self.stages)}"
         self._producer: Any = None
-        name = "-".join(self.stages) if len(self.stages) < 4 else "all"
+        name = name_of(self.stages)
         folder, abandoned = scratch.make(name)  # and remove those of killed workers
         self._datadir = str(folder)
         if abandoned:
@@ -362,6 +415,15 @@ class WorkerApp:
             **self.metrics.snapshot(),
         )
 
+    def written_roles(self) -> list[str]:
+        """The roles (fields of TopicNames) of the topics this worker writes records to."""
+        roles = ["audit", "deadletter"]
+        for stage in self.stages:
+            roles += WRITES[stage]
+            if stage in ("fused", "shadow") and self.settings.write_intermediate:
+                roles += ["routed", "consolidated", "packed"]
+        return list(dict.fromkeys(roles))
+
     def used_topics(self) -> list[str]:
         """Every topic this worker reads or writes records on (the control topic aside)."""
         t = self.settings.topics
@@ -395,12 +457,20 @@ class WorkerApp:
         if not any(s in CONTROLLED for s in self.stages):
             self.obs.control_read()
             return
+        if self.keys is None:
+            self.obs.control_note = NO_TRUSTED_KEY
+            self.obs.control_read()
+            log.warning(NO_TRUSTED_KEY, baseline=self.file_state.baseline)
+            return
         self.follower = ControlFollower(
             bootstrap=self.settings.bootstrap(),
             settings=self.settings,
             topic=self.settings.topics.control,
             holder=self.holder,
+            keys=self.keys,
+            known_policy=self._known_policy,
             on_apply=self._control_applied,
+            refusals=RefusalLog(counter=self.refused, report=self._control_refused),
         )
         self.follower.start()
         if self.follower.wait_caught_up(timeout_s):
@@ -408,6 +478,8 @@ class WorkerApp:
             state = self.holder.get()
             log.info(
                 "control state in force",
+                trusted_keys=self.keys.ids(),
+                key_id=state.key_id,
                 version=state.version,
                 baseline=state.baseline,
                 candidate=state.candidate,
@@ -424,17 +496,53 @@ class WorkerApp:
             topic=self.settings.topics.control,
         )
 
-    def _control_applied(self, state: ControlState, lag_ms: float) -> None:
+    def _known_policy(self, ref: str) -> bool:
+        """Whether this worker has the policy ``ref`` (a control state naming another is
+        refused: its requests would all be dead letters)."""
+        try:
+            self.pipelines.store.get(ref)
+        except ConfigError:
+            return False
+        return True
+
+    def _control_applied(self, before: ControlState, state: ControlState, lag_ms: float) -> None:
         self.metrics.inc("control_applied")
         self.obs.control_read()
         event = ControlApplied(
-            worker=self.worker_id, version=state.version, lag_ms=lag_ms, killed=state.killed
+            worker=self.worker_id,
+            version=state.version,
+            lag_ms=lag_ms,
+            killed=state.killed,
+            key_id=state.key_id,
+            before=before,
+            after=state,
         )
+        self._audit(event)
+
+    def _control_refused(self, verdict: Verdict, where: str, size: int) -> None:
+        held = self.holder.get()
+        event = ControlRefused(
+            worker=self.worker_id,
+            reason=verdict.reason or "malformed",
+            detail=verdict.detail[:500],
+            key_id=verdict.key_id,
+            version=verdict.version,
+            size=size,
+            where=where,
+            held_version=held.version,
+            held_key_id=held.key_id,
+        )
+        # not awaited: a flood of forged records must not hold back the next valid one
+        self._audit(event, wait=False)
+
+    def _audit(self, event: ControlApplied | ControlRefused, *, wait: bool = True) -> None:
+        """Write a control audit record (best effort: the decision is made either way)."""
         try:
             producer = self._control_producer()
             producer.send(self.settings.topics.audit, key=b"control", value=encode(event))
-            producer.flush(timeout=5)
-        except Exception as e:  # the audit record is best effort; the state is applied
+            if wait:
+                producer.flush(timeout=5)
+        except Exception as e:
             log.warning("control audit not written", error=str(e))
 
     def _control_producer(self) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ctxbudget.models import ReportModel
@@ -71,6 +71,14 @@ class WorkerSettings(BaseSettings):
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
+    control_key: Path | None = Field(
+        default=None, description="operator: the Ed25519 private key that signs control states"
+    )
+    control_trusted_keys: Path | None = Field(
+        default=None,
+        description="workers: the public key file (or folder of them) control states must be "
+        "signed by; unset = the control topic is ignored, rollout.yaml's baseline only",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["auto", "json", "console"] = Field(
         default="auto", description="json in production; auto = console in a terminal"
@@ -81,6 +89,13 @@ class WorkerSettings(BaseSettings):
     metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Prometheus /metrics, /healthz, /readyz; 0 = off"
     )
+
+    @field_validator("control_key", "control_trusted_keys", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        """An empty variable (``CTXBUDGET_CONTROL_TRUSTED_KEYS=``, as compose passes an unset
+        one) means no key, not the working directory."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     def bootstrap(self) -> list[str]:
         """The bootstrap servers of ``brokers``, as a list without blanks."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -89,6 +90,9 @@ class TopicSpec(ConfigModel):
     partitions: int = Field(ge=1)
     replication_factor: int = Field(ge=1)
     config: dict[str, str] = Field(default_factory=dict)
+    #: The pack lane the topic carries, if any: ``live`` (what the generator reads) or
+    #: ``shadow``. A non-live writer refuses a live topic (:mod:`workers.lanes`).
+    lane: Literal["live", "shadow"] | None = None
 
     @field_validator("description")
     @classmethod

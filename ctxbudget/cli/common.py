@@ -19,7 +19,7 @@ from ctxbudget.models import Loc, describe_validation
 from ctxbudget.policy import PolicyStore, default_policies_dir
 
 if TYPE_CHECKING:
-    from ctxbudget.kafka import WorkerSettings
+    from ctxbudget.kafka import TopicSpec, WorkerSettings
 
 __all__ = [
     "Pacer",
@@ -32,6 +32,7 @@ __all__ = [
     "open_out",
     "policies_dir",
     "read_lines",
+    "topic_specs",
     "worker_settings",
 ]
 
@@ -73,6 +74,17 @@ def worker_settings() -> WorkerSettings:
     from ctxbudget.kafka import WorkerSettings
 
     return _from_env(WorkerSettings)
+
+
+def topic_specs() -> list[TopicSpec]:
+    """The topic specs the workers use (``CTXBUDGET_TOPIC_SPECS``, ``./topics``, the shipped
+    ones); none when they cannot be loaded (the lane guards then go by topic names alone)."""
+    from ctxbudget.kafka import LimitSettings, TopicError, load_specs
+
+    try:
+        return load_specs(_from_env(LimitSettings))
+    except TopicError:
+        return []
 
 
 def env_input_limits() -> InputLimits:

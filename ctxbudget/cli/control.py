@@ -1,18 +1,29 @@
-"""`ctxbudget control`: show and change the rollout (cohort, shadow, kill switch)."""
+"""`ctxbudget control`: show and change the rollout (cohort, shadow, kill switch), signed."""
 
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import click
 import orjson
 
-from ctxbudget.cli.common import load_store, policies_dir, worker_settings
+from ctxbudget.cli.common import UsageFailure, load_store, policies_dir, worker_settings
 from ctxbudget.errors import ConfigError
-from ctxbudget.kafka.control import ControlTopicError, change_state, current_state
+from ctxbudget.kafka.control import (
+    ControlKeyError,
+    ControlTopicError,
+    ControlView,
+    change_state,
+    current_state,
+)
 from ctxbudget.policy import PolicyStore
 from ctxbudget.rollout import ControlState
+from ctxbudget.signing import generate_key_pair
+
+#: How many refused records `control show` lists (the count is always given).
+SHOWN_REFUSED = 20
 
 _brokers = click.option(
     "--brokers",
@@ -22,12 +33,42 @@ _brokers = click.option(
 )
 
 
-def _current(brokers: str) -> ControlState:
-    """The state in force (what the workers start from while the control topic is empty)."""
+def _current(brokers: str) -> ControlView:
+    """The state in force (what the workers start from while the control topic is empty);
+    a state naming a policy the policies folder lacks does not count, as on a worker."""
+    store = load_store(None)
+
+    def loaded(ref: str) -> bool:
+        try:
+            store.get(ref)
+        except ConfigError:
+            return False
+        return True
+
     try:
-        return current_state(worker_settings(), brokers, policies_dir(None))
+        return current_state(worker_settings(), brokers, policies_dir(None), known_policy=loaded)
+    except ControlKeyError as e:
+        raise UsageFailure(str(e)) from e
     except ControlTopicError as e:
         raise click.ClickException(str(e)) from e
+
+
+def _flag_refused(view: ControlView) -> None:
+    """On stderr: who signed the state in force, and the records on the topic that were
+    passed over (which no worker follows)."""
+    state = view.state
+    signer = state.key_id if state.signature is not None else "nobody (the starting state)"
+    click.echo(f"signed by: {signer}, version {state.version}", err=True)
+    if not view.refused:
+        return
+    click.echo(f"WARNING: {len(view.refused)} control record(s) refused:", err=True)
+    for r in view.refused[:SHOWN_REFUSED]:
+        v = r.verdict
+        click.echo(
+            f"  {r.where}: {v.reason}: {v.detail[:200]} "
+            f"(claims version {v.version}, key {v.key_id})",
+            err=True,
+        )
 
 
 def _show(state: ControlState) -> None:
@@ -52,6 +93,8 @@ def _change(brokers: str, action: str, **update: Any) -> None:
             policies=policies_dir(None),
             known_policy=lambda ref: store().get(ref),
         )
+    except ControlKeyError as e:
+        raise UsageFailure(str(e)) from e
     except (ControlTopicError, ConfigError) as e:
         raise click.ClickException(str(e)) from e
     _show(after)
@@ -65,8 +108,27 @@ def control_cmd() -> None:
 @control_cmd.command("show")
 @_brokers
 def show(brokers: str) -> None:
-    """Print the rollout state in force."""
-    _show(_current(brokers))
+    """Print the rollout state in force: the newest valid signed state (stdout), who signed
+    it and every record passed over (stderr)."""
+    view = _current(brokers)
+    _show(view.state)
+    _flag_refused(view)
+
+
+@control_cmd.command("keygen")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def keygen(directory: Path) -> None:
+    """Write a new Ed25519 key pair into DIRECTORY: control-<id>-private.pem (mode 0600, for
+    CTXBUDGET_CONTROL_KEY) and control-<id>-public.pem (for the workers'
+    CTXBUDGET_CONTROL_TRUSTED_KEYS)."""
+    try:
+        private, public = generate_key_pair(directory)
+    except ConfigError as e:
+        raise UsageFailure(str(e)) from e
+    except OSError as e:
+        raise UsageFailure(f"cannot write the key pair into {directory}: {e.strerror}") from e
+    click.echo(f"private key {private} (keep it secret: CTXBUDGET_CONTROL_KEY)")
+    click.echo(f"public key  {public} (give it to the workers: CTXBUDGET_CONTROL_TRUSTED_KEYS)")
 
 
 @control_cmd.command("set-rollout")

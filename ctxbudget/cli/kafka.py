@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from ctxbudget.cli.common import UsageFailure, policies_dir, worker_settings
+from ctxbudget.errors import ConfigError
 from ctxbudget.kafka import (
     DEFAULT_TOPICS_DIR,
     BrokerPortInUseError,
@@ -148,7 +149,10 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
     settings = worker_settings()
     if settings.policies is None:
         settings = settings.model_copy(update={"policies": policies_dir(None)})
-    run_worker(settings, chosen)
+    try:
+        run_worker(settings, chosen)
+    except ConfigError as e:  # a lane pointed at the live topic, a bad key, a bad policy
+        raise UsageFailure(str(e)) from e
 
 
 def _max_loop_lag(log_path: Path) -> float | None:

@@ -28,6 +28,7 @@ from ctxbudget.cli.common import (
     one_line,
     open_in,
     open_out,
+    topic_specs,
     worker_settings,
 )
 from ctxbudget.codec import dead_letter, decode_batch, encode
@@ -152,6 +153,24 @@ def _send(
         tally.settle(line_no, e)
 
 
+def _destination(
+    settings: WorkerSettings, topic: str | None, *, writer: str = "produce", role: str = "candidates"
+) -> str:
+    """--topic, else the topic of ``role``; a live pack topic is a usage error (exit 2)."""
+    from ctxbudget.kafka import LaneError, check_destination
+
+    try:
+        return check_destination(
+            topic or getattr(settings.topics, role),
+            settings.topics,
+            topic_specs(),
+            writer=writer,
+            role=role,
+        ).strip()
+    except LaneError as e:
+        raise UsageFailure(str(e)) from e
+
+
 @click.command("produce")
 @click.argument("batches", type=click.Path(allow_dash=True, dir_okay=False))
 @click.option(
@@ -212,7 +231,7 @@ def produce_cmd(
         settings,
         batches,
         brokers or settings.brokers,
-        topic or settings.topics.candidates,
+        _destination(settings, topic),
         rate,
         dead_path,
         dry_run,
@@ -272,7 +291,7 @@ def label_cmd(
         settings,
         labels,
         brokers or settings.brokers,
-        topic or settings.topics.labels,
+        _destination(settings, topic, writer="label", role="labels"),
         None,
         dead_path,
         dry_run,

@@ -18,6 +18,7 @@ from ctxbudget.cli.common import (
     load_store,
     open_in,
     open_out,
+    topic_specs,
     worker_settings,
 )
 from ctxbudget.codec import decode, decode_batch
@@ -30,6 +31,7 @@ from ctxbudget.verification.models import Verdict
 if TYPE_CHECKING:
     from ctxbudget.kafka import WorkerSettings
     from ctxbudget.kafka.io import TopicRecord, TopicWriter
+    from ctxbudget.kafka.replay import ReplayTopics
 
 Record = tuple[str, bytes, float | None]  # (where, raw bytes, timestamp in seconds or None)
 
@@ -123,6 +125,11 @@ def _replayable(records: Generator[TopicRecord, None, None]) -> Iterator[Record]
 @click.option("--policy", "policy_ref", required=True, help="Policy NAME@VERSION to pack with.")
 @click.option("--run-id", required=True, help="Marks every replayed request and pack.")
 @click.option("--brokers", envvar="CTXBUDGET_BROKERS", help="Write packs to the shadow topic.")
+@click.option(
+    "--shadow-topic",
+    help="Shadow topic to write the packs to (default: $CTXBUDGET_TOPICS__SHADOW, "
+    "ctx.shadow.v1); a live pack topic is refused.",
+)
 @click.option("--out", "out_path", help="Write the packs to this file instead (or as well).")
 @click.option("--trace", "trace_path", help="Write the traces to this file.")
 @click.option("--policies", "policies_opt", help="Policies folder (default: ./policies).")
@@ -139,6 +146,7 @@ def replay_cmd(
     policy_ref: str,
     run_id: str,
     brokers: str | None,
+    shadow_topic: str | None,
     out_path: str | None,
     trace_path: str | None,
     policies_opt: str | None,
@@ -157,6 +165,7 @@ def replay_cmd(
     if not brokers and not out_path:
         raise click.UsageError("nowhere to write: give --brokers and/or --out")
     settings = worker_settings()
+    topics = _destinations(settings, shadow_topic)
     store = load_store(policies_opt)
     try:
         pipeline = Pipeline.from_store(store, policy_ref)
@@ -175,7 +184,7 @@ def replay_cmd(
             settings=settings,
         )
     )
-    sink = _Sink(brokers, out_path, trace_path, settings=settings)
+    sink = _Sink(brokers, out_path, trace_path, settings=settings, topics=topics)
     pacer = Pacer(rate, speed)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
@@ -216,6 +225,17 @@ def replay_cmd(
         sys.exit(1)
 
 
+def _destinations(settings: WorkerSettings, shadow_topic: str | None) -> ReplayTopics:
+    """Where replay writes; a destination that is a live topic is a usage error (exit 2),
+    whether it comes from --shadow-topic, the environment or the .env file."""
+    from ctxbudget.kafka.replay import replay_topics
+
+    try:
+        return replay_topics(settings.topics, topic_specs(), shadow=shadow_topic)
+    except ConfigError as e:
+        raise UsageFailure(str(e)) from e
+
+
 class _Sink:
     """Packs to the shadow topic and/or a file; never the live pack topic."""
 
@@ -226,14 +246,11 @@ class _Sink:
         trace_path: str | None,
         *,
         settings: WorkerSettings,
+        topics: ReplayTopics,
     ) -> None:
         from ctxbudget.kafka import io
-        from ctxbudget.kafka.replay import replay_topics
 
-        try:
-            self.topics = replay_topics(settings.topics)
-        except ConfigError as e:
-            raise click.ClickException(str(e)) from e
+        self.topics = topics
         self._files = [
             open_out(out_path, what="--out file"),
             open_out(trace_path, what="--trace file"),

@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
-from workers.limits import LimitSettings, input_limits
+from workers.lanes import LaneError, check_destination, check_roles
+from workers.limits import LimitSettings, input_limits, load_specs
 from workers.settings import TopicNames, WorkerSettings
 from workers.topic_admin import (
     ApplyReport,
@@ -46,6 +47,7 @@ __all__ = [
     "BrokerStartError",
     "DriftFinding",
     "EmbeddedBroker",
+    "LaneError",
     "LimitSettings",
     "TopicAdminError",
     "TopicError",
@@ -53,7 +55,10 @@ __all__ = [
     "TopicSpec",
     "WorkerSettings",
     "apply_topics",
+    "check_destination",
+    "check_roles",
     "input_limits",
+    "load_specs",
     "load_topic_specs",
     "run_forever",
     "run_verify_worker",

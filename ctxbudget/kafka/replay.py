@@ -1,8 +1,8 @@
 """Where ``ctxbudget replay`` writes on Kafka: the shadow lane only, never the live pack topic.
 
 A replayed pack goes to the shadow topic and its traces to the audit topic, keyed by the
-request id. :func:`replay_topics` refuses a configuration whose shadow topic is the live pack
-topic, and :func:`replay_records` refuses any pack that is not a shadow pack of a replay run,
+request id. :func:`replay_topics` refuses a destination that is a live topic, however it is
+configured, and :func:`replay_records` refuses any pack that is not a shadow pack of a replay run,
 so nothing replay makes can reach the live pack topic, whatever topic the traffic came from.
 """
 
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxbudget.codec import encode
-from ctxbudget.errors import ConfigError
 from ctxbudget.schemas import Pack, TraceEvent
 
 if TYPE_CHECKING:
     from workers.settings import TopicNames
+    from workers.topics import TopicSpec
 
 __all__ = ["OutRecord", "ReplayTopics", "replay_records", "replay_topics"]
 
@@ -39,14 +39,21 @@ class ReplayTopics:
     audit: str
 
 
-def replay_topics(topics: TopicNames) -> ReplayTopics:
-    """The topics replay writes to; a ConfigError when the shadow topic is the live pack
-    topic (``CTXBUDGET_TOPICS__SHADOW`` set to the packs topic's name)."""
-    if topics.shadow == topics.packs:
-        raise ConfigError(
-            "the shadow topic is configured as the live pack topic; replay refuses to write there"
-        )
-    return ReplayTopics(shadow=topics.shadow, audit=topics.audit)
+def replay_topics(
+    topics: TopicNames, specs: Sequence[TopicSpec] = (), *, shadow: str | None = None
+) -> ReplayTopics:
+    """The topics replay writes to: ``shadow`` (default: the shadow topic setting) and the
+    audit topic. A :class:`~workers.lanes.LaneError` (a ConfigError) when either is a live
+    topic (:func:`workers.lanes.check_destination`: the configured packs topic, ``ctx.packs.v1``,
+    or a spec declaring ``lane: live``), or the shadow one has a spec not declaring
+    ``lane: shadow``."""
+    from workers.lanes import check_destination
+
+    destination = check_destination(
+        topics.shadow if shadow is None else shadow, topics, specs, writer="replay"
+    )
+    audit = check_destination(topics.audit, topics, specs, writer="replay", role="audit")
+    return ReplayTopics(shadow=destination.strip(), audit=audit)
 
 
 def replay_records(

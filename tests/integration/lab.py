@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from bench.traffic import synthetic
 from ctxbudget.codec import encode
+from ctxbudget.signing import generate_key_pair
 from tests.paths import REPO
 from workers.broker import EmbeddedBroker
 from workers.settings import TopicNames
@@ -34,6 +37,10 @@ class Lab:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
     env_overrides: dict[str, str] = field(default_factory=dict)
+    #: The operator's key pair: the commands sign with the private key, workers trust the
+    #: public one.
+    private_key: Path | None = None
+    public_key: Path | None = None
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -46,6 +53,9 @@ class Lab:
                 "CTXBUDGET_COMMIT_INTERVAL_S": "0.5",
             }
         )
+        if self.private_key is not None and self.public_key is not None:
+            env["CTXBUDGET_CONTROL_KEY"] = str(self.private_key)
+            env["CTXBUDGET_CONTROL_TRUSTED_KEYS"] = str(self.public_key)
         for name, value in self.topics.model_dump().items():
             env[f"CTXBUDGET_TOPICS__{name.upper()}"] = value
         env.update(self.env_overrides)
@@ -102,9 +112,12 @@ def make_lab(broker: EmbeddedBroker) -> Iterator[Lab]:
         for k, n in names.items()
     ]
     apply_topics(broker.bootstrap, specs)
-    lab = Lab(broker=broker, suffix=suffix, topics=topics)
+    keys = Path(tempfile.mkdtemp(prefix="ctxbudget-lab-keys-"))
+    private, public = generate_key_pair(keys)
+    lab = Lab(broker=broker, suffix=suffix, topics=topics, private_key=private, public_key=public)
     yield lab
     lab.stop_all()
+    shutil.rmtree(keys, ignore_errors=True)
     if os.environ.get("CTXBUDGET_KEEP_LOGS"):
         for log in lab.logs:
             print(log.read_text(errors="replace")[-3000:])

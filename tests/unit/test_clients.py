@@ -224,7 +224,13 @@ def test_the_worker_passes_its_settings_to_the_follower() -> None:
     assert "settings=self.settings" in call
 
 
-def test_ctxbudget_control(secured: Path, recorder: Recorder) -> None:
+def test_ctxbudget_control(
+    secured: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`control show` reads the control topic with the secured client settings."""
+    assert run("control", "keygen", str(secured / "keys")).exit_code == 0
+    (private,) = (secured / "keys").glob("*private*")
+    monkeypatch.setenv("CTXBUDGET_CONTROL_KEY", str(private))
     result = run("control", "show", "--brokers", "k1:9093")
     assert result.exit_code == 1 and "cannot read the control topic" in result.output
     assert recorder.of("ctxbudget-control")["bootstrap_servers"] == ["k1:9093"]

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
+from ctxbudget.codec import encode
 from ctxbudget.errors import ConfigError
 from ctxbudget.kafka import TopicNames
 from ctxbudget.kafka.replay import ReplayTopics, replay_records, replay_topics
@@ -145,7 +145,8 @@ def _replayed(lane: str = "shadow", run_id: str | None = "r1") -> Any:
 
 
 def test_replay_never_writes_to_the_live_pack_topic() -> None:
-    with pytest.raises(ConfigError, match="refuses to write there"):
+    """A shadow topic that is the live one, by its v1 name or as configured, is refused."""
+    with pytest.raises(ConfigError, match="is the live pack topic"):
         replay_topics(TopicNames(shadow="ctx.packs.v1"))
     with pytest.raises(ConfigError):
         replay_topics(TopicNames(shadow="mine.v1", packs="mine.v1"))
@@ -164,24 +165,6 @@ def test_replay_refuses_a_live_pack_or_one_of_no_replay_run(lane: str, run_id: s
     result = _replayed(lane, run_id)
     with pytest.raises(ValueError, match="shadow packs of a replay run only"):
         replay_records(result.pack, result.traces, replay_topics(TopicNames()))
-
-
-def test_the_replay_command_refuses_a_shadow_topic_that_is_the_live_one(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from ctxbudget.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CTXBUDGET_TOPICS__SHADOW", "ctx.packs.v1")
-    result = CliRunner().invoke(
-        main,
-        [
-            "replay", str(REPO / "examples" / "batches.jsonl"), "--policy", "default@1",
-            "--run-id", "r1", "--out", "out.jsonl", "--policies", str(REPO / "policies"),
-        ],
-    )  # fmt: skip
-    assert result.exit_code == 1
-    assert "replay refuses to write there" in result.output
 
 
 # -- reading a topic ----------------------------------------------------------------------------
@@ -272,19 +255,33 @@ def test_read_topic_of_a_missing_topic() -> None:
 # -- the control topic --------------------------------------------------------------------------
 
 
+def _operator_settings(tmp_path: Path) -> Any:
+    """Settings with a freshly made operator key."""
+    from ctxbudget.kafka import WorkerSettings
+    from ctxbudget.signing import generate_key_pair
+
+    private, _ = generate_key_pair(tmp_path / "keys")
+    return WorkerSettings(control_key=private)
+
+
 def test_a_control_change_reads_applies_the_rule_and_writes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from ctxbudget.kafka import WorkerSettings, control
+    """The change is the rule applied to the state in force, signed, then written."""
+    from ctxbudget.kafka import control
+    from ctxbudget.signing import judge, load_private_key
 
     monkeypatch.chdir(tmp_path)
+    settings = _operator_settings(tmp_path)
     in_force = ControlState(baseline="default@1", candidate="lean@1", version=4)
     written: dict[str, Any] = {}
-    monkeypatch.setattr(control, "read_state", lambda *a, **k: in_force)
+    monkeypatch.setattr(
+        control, "read_control", lambda *a, **k: control.ControlView(state=in_force)
+    )
     monkeypatch.setattr(control, "write_state", lambda *a, **k: written.update(k, bootstrap=a[0]))
     store = PolicyStore.load(REPO / "policies")
     after = control.change_state(
-        WorkerSettings(),
+        settings,
         "k1:9093,k2:9093",
         "kill",
         {"killed": True, "note": "bad"},
@@ -294,11 +291,16 @@ def test_a_control_change_reads_applies_the_rule_and_writes(
     assert (after.version, after.killed, after.note) == (5, True, "bad")
     assert after.updated_by == control.operator() and after.updated_at is not None
     assert written["before"] == in_force and written["after"] == after
+    ring = control.operator_keys(settings)
+    public = load_private_key(settings.control_key).public_key()
+    assert ring.ids() == [after.key_id] and after.signature is not None
+    verdict = judge(encode(after), keys=ring, held=in_force, known_policy=lambda r: True)
+    assert verdict.state == after and public is not None
     assert written["action"] == "kill" and written["bootstrap"] == ["k1:9093", "k2:9093"]
     assert (written["control_topic"], written["audit_topic"]) == ("ctx.control.v1", "ctx.audit.v1")
     with pytest.raises(ConfigError, match="nope@9"):
         control.change_state(
-            WorkerSettings(),
+            settings,
             "k1:9093",
             "set-rollout",
             {"percent": 10.0, "candidate": "nope@9"},
@@ -310,43 +312,69 @@ def test_a_control_change_reads_applies_the_rule_and_writes(
 def test_an_unreadable_control_topic_is_one_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from ctxbudget.kafka import WorkerSettings, control
+    from ctxbudget.kafka import control
 
     def down(*args: object, **kwargs: object) -> ControlState:
         raise OSError("connection refused")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(control, "read_state", down)
+    monkeypatch.setattr(control, "read_control", down)
     with pytest.raises(control.ControlTopicError, match="cannot read the control topic: conn"):
-        control.current_state(WorkerSettings(), "k1:9093", REPO / "policies")
+        control.current_state(_operator_settings(tmp_path), "k1:9093", REPO / "policies")
+
+
+def test_a_change_without_the_operator_key_is_refused_before_any_read(tmp_path: Path) -> None:
+    """No CTXBUDGET_CONTROL_KEY: a ControlKeyError naming it, nothing read or written."""
+    from ctxbudget.kafka import WorkerSettings, control
+
+    with pytest.raises(control.ControlKeyError, match="CTXBUDGET_CONTROL_KEY is not set"):
+        control.change_state(
+            WorkerSettings(), "k1:9093", "kill", {"killed": True}, policies=REPO / "policies",
+            known_policy=lambda ref: None,
+        )  # fmt: skip
+    with pytest.raises(control.ControlKeyError, match="no key to verify"):
+        control.operator_keys(WorkerSettings())
 
 
 def test_a_bad_control_record_is_passed_over_with_a_warning(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Reading the state in force skips a record that is not a state, and says where and why."""
+    """Reading the state in force keeps the newest valid signed state and lists, with where
+    and why, every record passed over: unsigned (though newer), not a state."""
     pytest.importorskip("kafka")
-    from ctxbudget.kafka import control
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    good = ControlState(baseline="default@1", version=3).model_dump_json(by_alias=True)
+    from ctxbudget.kafka import control
+    from ctxbudget.signing import KeyRing, sign_state
+
+    key = Ed25519PrivateKey.generate()
+    good = encode(sign_state(ControlState(baseline="default@1", version=3), key))
+    forged = encode(ControlState(baseline="default@1", candidate="lean@1", percent=100, version=9))
     records = [
-        _Rec("c", 0, 0, b"rollout", good.encode(), 1000),
+        _Rec("c", 0, 0, b"rollout", good, 1000),
         _Rec("c", 0, 1, b"rollout", b'{"baseline": "default@1", "version": "x"}', 2000),
+        _Rec("c", 0, 2, b"rollout", forged, 3000),
     ]
     consumer = FakeConsumer([_poll(*records)], partitions={0})
     monkeypatch.setattr(control, "client", lambda *a, **k: consumer)
     with caplog.at_level("WARNING", logger="ctxbudget.control"):
-        state = control.read_state(["k1:9093"], "c", ControlState(baseline="default@1"))
-    assert state.version == 3
+        view = control.read_control(
+            ["k1:9093"], "c", ControlState(baseline="default@1"), keys=KeyRing([key.public_key()])
+        )
+    assert view.state.version == 3 and view.state.percent == 0
+    assert [(r.where, r.verdict.reason) for r in view.refused] == [
+        ("c[0]@1", "unsigned"),
+        ("c[0]@2", "unsigned"),
+    ]
     assert caplog.messages == [
-        "bad control record passed over at c[0]@1: "
-        "version: Input should be a valid integer (found 'x')"
+        "control record passed over at c[0]@1: unsigned: no signature",
+        "control record passed over at c[0]@2: unsigned: no signature",
     ]
 
 
-def test_a_worker_logs_a_bad_control_record_in_one_line() -> None:
-    """The follower ignores a record that is not a state and logs each problem, not pydantic's
-    multi-line text cut at 300 characters."""
+def test_a_worker_logs_a_refused_control_record_in_one_line() -> None:
+    """The follower refuses a record that is not a state and logs it once, in one line; the
+    state in force stays."""
     from structlog.testing import capture_logs
 
     from workers.control import ROLLOUT_KEY, ControlFollower, ControlHolder
@@ -354,11 +382,17 @@ def test_a_worker_logs_a_bad_control_record_in_one_line() -> None:
     holder = ControlHolder(ControlState(baseline="default@1"))
     follower = ControlFollower(bootstrap=["k1:9093"], topic="c", holder=holder)
     with capture_logs() as logs:
-        follower._apply(ROLLOUT_KEY, b"[1, 2]", 0)
+        follower._apply(ROLLOUT_KEY, b"[1, 2]", 0, "c[0]@7")
+        follower._apply(ROLLOUT_KEY, b"[1, 2]", 0, "c[0]@8")
     assert logs == [
         {
-            "event": "bad control record ignored",
-            "error": "(message): Input should be an object (found [1, 2])",
+            "event": "control record refused; the state in force stays",
+            "reason": "malformed",
+            "detail": "a JSON list, not an object",
+            "claimed_key_id": None,
+            "claimed_version": None,
+            "where": "c[0]@7",
+            "size": 6,
             "log_level": "error",
         }
     ]

@@ -221,23 +221,26 @@ def test_without_rollout_yaml_the_policy_or_default_is_the_baseline(
 
 
 def test_control_show_starts_from_the_same_state_as_the_workers(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`ctxbudget control show` on an empty control topic prints the workers' starting state."""
     from ctxbudget.kafka import control
+    from ctxbudget.signing import generate_key_pair
 
     def empty_topic(
         bootstrap: list[str], topic: str, default: ControlState, **_: object
-    ) -> ControlState:
-        return default
+    ) -> control.ControlView:
+        return control.ControlView(state=default)
 
-    monkeypatch.setattr(control, "read_state", empty_topic)
+    monkeypatch.setattr(control, "read_control", empty_topic)
+    private, _ = generate_key_pair(tmp_path / "keys")
+    monkeypatch.setenv("CTXBUDGET_CONTROL_KEY", str(private))
     monkeypatch.setenv("CTXBUDGET_POLICY", "lean@1")
     monkeypatch.delenv("CTXBUDGET_POLICIES", raising=False)
     monkeypatch.chdir(REPO)
     result = run("control", "show", "--brokers", "127.0.0.1:1")
     assert result.exit_code == 0, result.output
-    shown = result.output[result.output.index("{") :]  # after the workers' log line, if any
+    shown = result.stdout[result.stdout.index("{") :]  # after the workers' log line, if any
     assert ControlState.model_validate_json(shown).baseline == "lean@1"
 
 
