@@ -154,7 +154,11 @@ def _send(
 
 
 def _destination(
-    settings: WorkerSettings, topic: str | None, *, writer: str = "produce", role: str = "candidates"
+    settings: WorkerSettings,
+    topic: str | None,
+    *,
+    writer: str = "produce",
+    role: str = "candidates",
 ) -> str:
     """--topic, else the topic of ``role``; a live pack topic is a usage error (exit 2)."""
     from ctxbudget.kafka import LaneError, check_destination
