@@ -9,6 +9,7 @@
     python -m bench soak --no-broker --hostile 4 [--rate 20]      (... with hostile batches)
     python -m bench quality  [--policy default@1] [--compare lean@1] [--sets a,b] [--json-out F]
     python -m bench hostile  [--cases identical-3000,tokenizer-400] [--json-out F]
+    python -m bench peers    [--frameworks langchain,llama-index,haystack] [--repeats 3]
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
@@ -135,6 +136,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
     p.add_argument("--json-out")
 
+    p = sub.add_parser(
+        "peers", help="LangChain, LlamaIndex, Haystack context assembly beside the components"
+    )
+    p.add_argument("--frameworks", default="langchain,llama-index,haystack")
+    p.add_argument("--budget", choices=("moderate", "tight"), default="moderate")
+    p.add_argument("--awkward", action="store_true", help="mix in the awkward cases")
+    p.add_argument("--repeats", type=int, default=1, help="timing runs (best kept)")
+    p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--policy", default="default@1")
+    p.add_argument("--json-out")
+
     p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
     p.add_argument("--json-out", help="a folder: one JSON file per benchmark")
     p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
@@ -177,6 +189,20 @@ def _run(command: str, args: Any) -> int:
             )
             print(quality_suite.format_results(ref, results), end="\n\n", flush=True)
             report["policies"][ref] = [asdict(r) for r in results]
+    elif command == "peers":
+        from bench import peers
+
+        results = peers.run(
+            data_dir=args.data_dir,
+            budget=args.budget,
+            awkward=args.awkward,
+            repeats=args.repeats,
+            frameworks=[f for f in args.frameworks.split(",") if f],
+            policy=args.policy,
+            progress=lambda m: print(m, file=sys.stderr, flush=True),
+        )
+        print(peers.render(results))
+        report["results"] = peers.as_json(results)
     elif command == "hostile":
         from bench import hostile
 

@@ -16,7 +16,6 @@ first use, so ``import ctxbudget`` stays cheap for the command line and the work
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from ctxbudget.errors import (
     ConfigError,
@@ -27,6 +26,9 @@ from ctxbudget.errors import (
 )
 
 __version__ = "0.1.0"
+
+#: ``typing.TYPE_CHECKING`` without importing typing (it would triple the import time).
+TYPE_CHECKING = False
 
 #: Each lazily loaded public name and the module that defines it.
 _LAZY: dict[str, str] = {
@@ -87,6 +89,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ctxbudget.api import DEFAULT_TENANT as DEFAULT_TENANT
     from ctxbudget.api import ArgumentError as ArgumentError
     from ctxbudget.api import Packer as Packer
