@@ -143,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", choices=("moderate", "tight"), default="moderate")
     p.add_argument("--awkward", action="store_true", help="mix in the awkward cases")
     p.add_argument("--repeats", type=int, default=1, help="timing runs (best kept)")
+    p.add_argument("--limit", type=int, default=None, help="the first N questions only")
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--policy", default="default@1")
     p.add_argument("--json-out")
@@ -199,6 +200,7 @@ def _run(command: str, args: Any) -> int:
             repeats=args.repeats,
             frameworks=[f for f in args.frameworks.split(",") if f],
             policy=args.policy,
+            limit=args.limit,
             progress=lambda m: print(m, file=sys.stderr, flush=True),
         )
         print(peers.render(results))

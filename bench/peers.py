@@ -38,6 +38,7 @@ import os
 import re
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -138,10 +139,13 @@ Runner = Callable[[CandidateBatch], Returned]
 
 def _langchain(kwargs: dict[str, Any]) -> dict[str, Runner]:
     from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline
-    from langchain_community.document_transformers import (
-        EmbeddingsRedundantFilter,
-        LongContextReorder,
-    )
+
+    with warnings.catch_warnings():  # the package's own notice that it is being sunset
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from langchain_community.document_transformers import (
+            EmbeddingsRedundantFilter,
+            LongContextReorder,
+        )
     from langchain_core.documents import Document
     from langchain_core.embeddings import Embeddings
 
@@ -317,10 +321,13 @@ def run(
     repeats: int = 1,
     frameworks: Sequence[str] = ("langchain", "llama-index", "haystack"),
     policy: str = "default@1",
+    limit: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[PeerResult]:
-    """Every pipeline over the HotpotQA traffic; the reference row first."""
-    batches = [g.batch for g in from_hotpot(data_dir, budget=budget, awkward=awkward)]
+    """Every pipeline over the HotpotQA traffic (its first ``limit`` questions when given);
+    the reference row first."""
+    generated = from_hotpot(data_dir, budget=budget, awkward=awkward)
+    batches = [g.batch for g in generated[:limit]]
     packer = Packer(policy)
     reference = [packer.pack_batch(b) for b in batches]
     budgets = [p.budget.evidence_budget for p in reference]
