@@ -261,7 +261,7 @@ def _instructions(instructions: InstructionsLike) -> Instructions:
 
 def _turn(value: TurnLike, index: int) -> Turn:
     where = f"conversation[{index}]"
-    if isinstance(value, tuple) and len(value) == 2:
+    if isinstance(value, tuple | list) and len(value) == 2:
         value = {"role": value[0], "text": value[1]}
     result: Turn = _model(Turn, where, value)
     return result

@@ -31,9 +31,11 @@ from typing import Any
 from ctxbudget.integrations import MissingExtraError
 
 try:
-    from haystack import Document, component
+    from haystack import Document, component, default_from_dict, default_to_dict
 except ModuleNotFoundError as e:  # pragma: no cover - exercised in a venv without it
     raise MissingExtraError("ctxbudget.integrations.haystack", "haystack-ai", "haystack") from e
+
+from pydantic import BaseModel
 
 from ctxbudget.api import (
     AnswerLike,
@@ -87,6 +89,19 @@ class CtxBudgetPacker:
         principal: PrincipalLike = None,
         model: str | None = None,
     ) -> None:
+        self._init = {
+            "input_limit": input_limit,
+            "policy": policy,
+            "policies": str(policies.root if isinstance(policies, PolicyStore) else policies)
+            if policies is not None
+            else None,
+            "tokenizer": tokenizer,
+            "instructions": _plain(instructions),
+            "conversation": _plain(list(conversation)),
+            "answer": _plain(answer),
+            "principal": _plain(principal),
+            "model": model,
+        }
         self._packer = make_packer(policy, policies)
         self._budget = Budget(
             input_limit=input_limit,
@@ -98,6 +113,18 @@ class CtxBudgetPacker:
             model=model,
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The component as Haystack serialises it (``Pipeline.dumps``): its init keywords,
+        models written as mappings and a loaded policy store as its folder."""
+        result: dict[str, Any] = default_to_dict(self, **self._init)
+        return result
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CtxBudgetPacker:
+        """The component :meth:`to_dict` wrote (``Pipeline.loads``)."""
+        result: CtxBudgetPacker = default_from_dict(cls, data)
+        return result
+
     @component.output_types(documents=list[Document], evidence=str, pack=Pack)
     def run(self, query: str, documents: list[Document]) -> dict[str, Any]:
         """Pack ``documents`` for ``query``: the packed Documents, the rendered block, the Pack."""
@@ -107,6 +134,17 @@ class CtxBudgetPacker:
             "evidence": packed.pack.rendered,
             "pack": packed.pack,
         }
+
+
+def _plain(value: Any) -> Any:
+    """A keyword's value as plain data: models as mappings, tuples as lists."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def _document(documents: Sequence[Document], placed: Placed) -> Document:

@@ -248,3 +248,23 @@ def test_a_missing_framework_is_one_line_naming_the_extra(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path
     ).stdout
     assert out.count("\n") == 1 and out.strip().endswith(f"pip install 'ctxbudget[{extra}]'")
+
+
+def test_haystack_pipeline_with_the_packer_dumps_and_loads(reference: bytes) -> None:
+    """Pipeline.dumps writes the packer's keywords as plain data and Pipeline.loads gives a
+    packer that makes the same Pack bytes."""
+    from haystack import Document, Pipeline
+
+    from ctxbudget.integrations.haystack import CtxBudgetPacker
+
+    docs = [
+        Document(id=c.chunk_id, content=c.text, score=c.retrieval_score, meta=_meta(i))
+        for i, c in enumerate(EXAMPLE.candidates)
+    ]
+    pipe = Pipeline()
+    pipe.add_component("packer", CtxBudgetPacker(**BUDGET, policies=REPO / "policies"))
+    text = pipe.dumps()
+    assert "tenant_id: acme" in text and "input_limit: 1200" in text
+    loaded = Pipeline.loads(text, allowed_modules=["ctxbudget.integrations.haystack"])
+    out = loaded.run({"packer": {"query": EXAMPLE.query.text, "documents": docs}})["packer"]
+    assert encode(out["pack"]) == reference
