@@ -29,6 +29,7 @@ from typing import Any, TypeAlias
 
 import orjson
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from ctxbudget.codec import decode_batch, encode
 from ctxbudget.errors import InputError
@@ -160,9 +161,17 @@ def _from_mapping(value: Mapping[str, Any], index: int, where: str) -> dict[str,
         fields[name] = _lenient_value(f"{where}.{key}", name, raw)
     if "text" not in fields:
         raise ArgumentError(f"{where}.text", "missing: every candidate needs its text", show=False)
-    fields.setdefault("chunk_id", f"c{index + 1}")
-    if fields["chunk_id"] is None:
+    if fields.get("chunk_id") is None:
         fields["chunk_id"] = f"c{index + 1}"
+    elif fields["chunk_id"] == "":
+        key = named["chunk_id"]
+        raise ArgumentError(f"{where}.{key}", "an id must not be empty", "")
+    if fields.get("metadata") is not None:
+        try:
+            to_json(fields["metadata"])
+        except PydanticSerializationError as e:
+            key = named["metadata"]
+            raise ArgumentError(f"{where}.{key}", f"not JSON data: {e}", show=False) from e
     if fields.get("doc_id") is None:
         fields["doc_id"] = fields["chunk_id"]
     if fields.get("source_id") is None:
