@@ -26,8 +26,10 @@ Figures per pipeline: needed passages admitted (the share of each question's sup
 paragraphs in what the pipeline returns, averaged), the same counting only the prefix of the
 output that fits the budget (what a prompt can hold), mean tokens (cl100k_base: the rendered
 block for ctxbudget, the returned texts joined by blank lines otherwise), packs over the
-evidence budget (the ctxbudget ledger's, the same for every pipeline), and batches/s (wall
-clock over the whole traffic, pipeline work only; best of ``--repeats``).
+evidence budget (the ctxbudget ledger's, the same for every pipeline), passages returned that
+the principal may not see (``unauth``: another tenant's, or under an access label it lacks;
+the awkward traffic holds some), and batches/s (wall clock over the whole traffic, pipeline
+work only; best of ``--repeats``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from bench.hotpot import SYSTEM_PROMPT, from_hotpot
 from bench.naive import default_counter
 from ctxbudget.api import Packer
 from ctxbudget.schemas import Candidate, CandidateBatch
+from ctxbudget.stages.route import authorization_problem
 
 #: Separator between passages when a framework's output is joined into a prompt.
 JOINER = "\n\n"
@@ -75,6 +78,9 @@ class PeerResult:
     needed_within_budget: float
     mean_tokens: float
     over_budget: int
+    #: Passages returned that the batch's principal may not see (another tenant, or an
+    #: access label it lacks), over the whole traffic.
+    unauthorized: int
     batches_per_s: float
 
 
@@ -273,10 +279,12 @@ def _figures(
     seconds: float,
 ) -> PeerResult:
     needed, within, tokens = [], [], []
-    over = 0
+    over = unauthorized = 0
     for batch, r, budget in zip(batches, returned, budgets, strict=True):
         relevant = set(batch.labels.relevant_chunk_ids) if batch.labels else set()
         admitted = {cid for ids in r.ids for cid in ids}
+        unauthorized += sum(1 for c in batch.candidates if c.chunk_id in admitted and
+                            authorization_problem(batch, c) is not None)  # fmt: skip
         fitting: set[str] = set()
         used = 0
         for ids, t in zip(r.ids, r.tokens, strict=True):
@@ -297,6 +305,7 @@ def _figures(
         needed_within_budget=round(statistics.fmean(within), 4) if within else 0.0,
         mean_tokens=round(statistics.fmean(tokens), 1) if tokens else 0.0,
         over_budget=over,
+        unauthorized=unauthorized,
         batches_per_s=round(len(batches) / seconds, 1) if seconds > 0 else 0.0,
     )
 
@@ -363,14 +372,14 @@ def render(results: Sequence[PeerResult]) -> str:
     """The side-by-side table."""
     head = (
         f"{'framework':<11} {'pipeline':<47} {'needed':>7} {'in budget':>9} "
-        f"{'tokens':>7} {'over':>8} {'batches/s':>10}"
+        f"{'tokens':>7} {'over':>8} {'unauth':>6} {'batches/s':>10}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         lines.append(
             f"{r.framework:<11} {r.pipeline:<47} {r.needed_admitted:>7.3f} "
             f"{r.needed_within_budget:>9.3f} {r.mean_tokens:>7.1f} "
-            f"{f'{r.over_budget}/{r.batches}':>8} {r.batches_per_s:>10.1f}"
+            f"{f'{r.over_budget}/{r.batches}':>8} {r.unauthorized:>6} {r.batches_per_s:>10.1f}"
         )
     return "\n".join(lines)
 

@@ -32,6 +32,7 @@ def test_each_framework_with_ctxbudget_admits_what_ctxbudget_pack_admits_within_
     for r in ours:
         assert abs(r.needed_admitted - reference.needed_admitted) <= 0.01, r
         assert r.over_budget == 0 and r.mean_tokens == reference.mean_tokens, r
+        assert r.unauthorized == 0, r
     peer_rows = [r for r in results if r.framework != "ctxbudget" and r not in ours]
     assert len(peer_rows) == 3
     assert "needed" in peers.render(results) and len(peers.as_json(results)) == 7
