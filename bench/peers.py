@@ -4,7 +4,8 @@ component in the same pipeline, on the same labelled traffic and at the same bud
 Traffic: HotpotQA train (100 questions, :mod:`bench.hotpot`; ``moderate`` budget, clean
 unless ``--awkward``). Every batch's candidates become the framework's documents (id = chunk
 id, text, score = the BM25 retrieval score, metadata ``title``, ``source``, ``doc_id``,
-``version``, ``access_label``, ``tenant_id``), in the batch's order (best score first), and go
+``version``, ``access_label``, ``tenant_id``, ``published_at``, and the span where each
+framework's text splitter records it), in the batch's order (best score first), and go
 through, per framework:
 
 * LangChain: a ``DocumentCompressorPipeline`` of ``EmbeddingsRedundantFilter`` and
@@ -113,8 +114,14 @@ def _meta(c: Candidate) -> dict[str, Any]:
         "version": c.version,
         "access_label": c.access_label,
         "tenant_id": c.tenant_id,
+        "published_at": c.published_at,
     }
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _start(c: Candidate, key: str) -> dict[str, int]:
+    """The chunk's start offset under the key the framework's text splitter writes."""
+    return {key: c.span.start} if c.span is not None else {}
 
 
 def _budget_kwargs(batch: CandidateBatch) -> dict[str, Any]:
@@ -165,7 +172,12 @@ def _langchain(kwargs: dict[str, Any]) -> dict[str, Runner]:
             Document(
                 id=c.chunk_id,
                 page_content=c.text,
-                metadata={"id": c.chunk_id, "score": c.retrieval_score, **_meta(c)},
+                metadata={
+                    "id": c.chunk_id,
+                    "score": c.retrieval_score,
+                    **_meta(c),
+                    **_start(c, "start_index"),
+                },
             )
             for c in batch.candidates
         ]
@@ -209,8 +221,12 @@ def _llama_index(kwargs: dict[str, Any]) -> dict[str, Runner]:
 
     def nodes(batch: CandidateBatch) -> list[NodeWithScore]:
         return [
-            NodeWithScore(node=TextNode(id_=c.chunk_id, text=c.text, metadata=_meta(c)),
-                          score=c.retrieval_score)
+            NodeWithScore(
+                node=TextNode(id_=c.chunk_id, text=c.text, metadata=_meta(c),
+                              start_char_idx=c.span.start if c.span else None,
+                              end_char_idx=c.span.end if c.span else None),
+                score=c.retrieval_score,
+            )
             for c in batch.candidates
         ]  # fmt: skip
 
@@ -246,7 +262,12 @@ def _haystack(kwargs: dict[str, Any], budget: int) -> dict[str, Runner]:
 
     def docs(batch: CandidateBatch) -> list[Document]:
         return [
-            Document(id=c.chunk_id, content=c.text, score=c.retrieval_score, meta=_meta(c))
+            Document(
+                id=c.chunk_id,
+                content=c.text,
+                score=c.retrieval_score,
+                meta={**_meta(c), **_start(c, "split_idx_start")},
+            )
             for c in batch.candidates
         ]
 

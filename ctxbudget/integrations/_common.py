@@ -5,8 +5,11 @@ documents.
 Every component maps a document the same way (each module says where its framework keeps
 these): the id (else ``c<n>``, the document's 1-based position), the text, the score, and
 from the metadata ``doc_id``, ``title``, ``source`` (the candidate's ``source_id``),
-``version``, ``authority``, ``access_label``, ``tenant_id`` and ``rerank_score`` when present.
-Other metadata stays with the caller's document and is not sent to the packer.
+``version``, ``authority``, ``access_label``, ``tenant_id``, ``rerank_score`` and
+``published_at`` when present.
+Where the framework's text splitter records the chunk's offset in its document, that is the
+candidate's span (so overlapping windows of one document are merged). Other metadata stays
+with the caller's document and is not sent to the packer.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from ctxbudget.api import (
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import EvidenceItem, Pack
 
-__all__ = ["META_KEYS", "Budget", "Packed", "Placed", "candidate_of", "pack_sources"]
+__all__ = [
+    "META_KEYS",
+    "Budget",
+    "Packed",
+    "Placed",
+    "candidate_of",
+    "pack_sources",
+    "span_from_start",
+]
 
 #: Metadata keys read into a candidate (the candidate mapping's key of the same name).
 META_KEYS: tuple[str, ...] = (
@@ -38,10 +49,13 @@ META_KEYS: tuple[str, ...] = (
     "access_label",
     "tenant_id",
     "rerank_score",
+    "published_at",
 )
 #: Metadata keys whose value is written as text when it is not (a page number as a version,
 #: a path as a source).
-_TEXT_KEYS = frozenset({"doc_id", "title", "source", "version", "access_label", "tenant_id"})
+_TEXT_KEYS = frozenset(
+    {"doc_id", "title", "source", "version", "access_label", "tenant_id", "published_at"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +94,27 @@ def _text_or_none(value: Any) -> Any:
     return str(value)
 
 
+def _offset(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def span_from_start(text: str, start: Any) -> tuple[int, int] | None:
+    """Where a chunk sits in its document, from the start offset a text splitter recorded
+    (None when there is none)."""
+    begin = _offset(start)
+    return (begin, begin + len(text)) if begin is not None else None
+
+
 def candidate_of(
-    doc_id: str | None, text: str, score: float | None, meta: Mapping[str, Any]
+    doc_id: str | None,
+    text: str,
+    score: float | None,
+    meta: Mapping[str, Any],
+    span: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """The candidate mapping of one framework document (module docstring)."""
+    """The candidate mapping of one framework document (module docstring); ``span`` is
+    where the chunk sits in its document, when the framework's splitter recorded it (it lets
+    the packer merge overlapping windows of one document)."""
     candidate: dict[str, Any] = {"text": text}
     if doc_id is not None:
         candidate["id"] = doc_id
@@ -97,6 +128,8 @@ def candidate_of(
         value = meta.get(key)
         if value is not None:
             candidate[key] = _text_or_none(value) if key in _TEXT_KEYS else value
+    if span is not None:
+        candidate["span"] = {"start": span[0], "end": span[1]}
     return candidate
 
 

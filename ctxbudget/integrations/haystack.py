@@ -12,7 +12,8 @@ ranker) and the prompt builder of a ``Pipeline``::
 How a Document becomes a candidate: the id is ``Document.id``, the text ``Document.content``
 (a document without text is an error naming it), the score ``Document.score`` (else
 ``meta["score"]``); ``title``, ``source``, ``doc_id``, ``version``, ``authority``,
-``access_label``, ``tenant_id`` and ``rerank_score`` from ``Document.meta``. The outputs:
+``access_label``, ``tenant_id``, ``rerank_score`` and ``published_at`` from ``Document.meta``,
+and the span from ``meta["split_idx_start"]`` (what ``DocumentSplitter`` writes). The outputs:
 ``documents``, the packed evidence in pack order, one Document per evidence item (the
 caller's id and score, the packed text, an excerpt when the packer cut it, and the caller's
 meta plus ``ctxbudget_id``, ``excerpt``, ``spans`` and ``chunk_ids``, the ids of every
@@ -51,6 +52,7 @@ from ctxbudget.integrations._common import (
     evidence_metadata,
     make_packer,
     pack_sources,
+    span_from_start,
 )
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Pack
@@ -64,7 +66,8 @@ def candidates_of(documents: Sequence[Document]) -> list[dict[str, Any]]:
     for i, d in enumerate(documents):
         if d.content is None:
             raise ArgumentError(f"documents[{i}].content", "the packer reads text", d.content)
-        out.append(candidate_of(d.id, d.content, d.score, d.meta))
+        span = span_from_start(d.content, d.meta.get("split_idx_start"))
+        out.append(candidate_of(d.id, d.content, d.score, d.meta, span))
     return out
 
 

@@ -11,13 +11,16 @@ A ``BaseDocumentCompressor`` (langchain-core), so it drops into a
 
 How a Document becomes a candidate: the id is ``Document.id``, else ``metadata["id"]``, else
 ``c<n>`` (its 1-based position); the score ``metadata["score"]``; ``title``, ``source``,
-``doc_id``, ``version``, ``authority``, ``access_label``, ``tenant_id`` and ``rerank_score``
-from the metadata of those names. What comes back is the packed evidence in pack order, one
-Document per evidence item: the packed text (an excerpt when the packer cut it) and the
-metadata of the caller's document it came from, plus ``ctxbudget_id`` (the id the rendered
-block cites), ``excerpt`` (the text was cut), ``spans`` and ``chunk_ids`` (the ids of every
-caller's document the item stands for: copies it absorbed too). The list returned is a
-:class:`PackedDocuments`, which also holds the rendered block (``.evidence``) and the Pack.
+``doc_id``, ``version``, ``authority``, ``access_label``, ``tenant_id``, ``rerank_score`` and
+``published_at`` from the metadata of those names; the span from ``metadata["start_index"]``
+(what ``RecursiveCharacterTextSplitter(add_start_index=True)`` writes). What comes back is
+the packed evidence in pack order, one Document per evidence item: the packed text (an
+excerpt when the packer cut it) and the metadata of the caller's document it came from, plus
+``ctxbudget_id`` (the id the rendered block cites), ``excerpt`` (the text was cut), ``spans``
+and ``chunk_ids`` (the ids of every caller's document the item stands for: copies it absorbed
+too). The list returned is a :class:`PackedDocuments`, which also holds the rendered block
+(``.evidence``) and the Pack; a ``ContextualCompressionRetriever`` returns it as a plain list,
+the ids still in each document's metadata.
 
 ``pip install 'ctxbudget[langchain]'``.
 """
@@ -47,6 +50,7 @@ from ctxbudget.integrations._common import (
     evidence_metadata,
     make_packer,
     pack_sources,
+    span_from_start,
 )
 from ctxbudget.schemas import Pack
 
@@ -68,7 +72,13 @@ class PackedDocuments(list[Document]):
 
 def candidates_of(documents: Sequence[Document]) -> list[dict[str, Any]]:
     """The candidate mappings of ``documents`` (the module docstring says how)."""
-    return [candidate_of(d.id, d.page_content, None, d.metadata) for d in documents]
+    return [
+        candidate_of(
+            d.id, d.page_content, None, d.metadata,
+            span_from_start(d.page_content, d.metadata.get("start_index")),
+        )
+        for d in documents
+    ]  # fmt: skip
 
 
 class CtxBudgetCompressor(BaseDocumentCompressor):

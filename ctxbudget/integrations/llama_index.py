@@ -11,7 +11,8 @@ A ``BaseNodePostprocessor`` (llama-index-core), so it goes in a query engine's
 How a node becomes a candidate: the id is the node id (``node.node_id``), the text its
 content without metadata, the score ``NodeWithScore.score`` (else ``metadata["score"]``);
 ``title``, ``source``, ``doc_id``, ``version``, ``authority``, ``access_label``,
-``tenant_id`` and ``rerank_score`` from the node's metadata of those names. What comes back
+``tenant_id``, ``rerank_score`` and ``published_at`` from the node's metadata of those names,
+and the span from the node's ``start_char_idx`` and ``end_char_idx``. What comes back
 is the packed evidence in pack order, one ``NodeWithScore`` per evidence item: a TextNode with
 the caller's node id, the packed text (an excerpt when the packer cut it), the caller's
 metadata plus ``ctxbudget_id``, ``excerpt``, ``spans`` and ``chunk_ids`` (the ids of every
@@ -70,13 +71,18 @@ class PackedNodes(list[NodeWithScore]):
 
 def candidates_of(nodes: Sequence[NodeWithScore]) -> list[dict[str, Any]]:
     """The candidate mappings of ``nodes`` (the module docstring says how)."""
-    return [
-        candidate_of(
-            n.node.node_id, n.node.get_content(metadata_mode=MetadataMode.NONE), n.score,
-            n.node.metadata,
-        )
-        for n in nodes
-    ]  # fmt: skip
+    return [_candidate(n) for n in nodes]
+
+
+def _candidate(n: NodeWithScore) -> dict[str, Any]:
+    text = n.node.get_content(metadata_mode=MetadataMode.NONE)
+    node = n.node
+    start = getattr(node, "start_char_idx", None)
+    end = getattr(node, "end_char_idx", None)
+    span = None
+    if type(start) is int and type(end) is int and 0 <= start <= end:
+        span = (start, end)
+    return candidate_of(node.node_id, text, n.score, node.metadata, span)
 
 
 class CtxBudgetPostprocessor(BaseNodePostprocessor):

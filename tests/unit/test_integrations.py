@@ -268,3 +268,28 @@ def test_haystack_pipeline_with_the_packer_dumps_and_loads(reference: bytes) -> 
     loaded = Pipeline.loads(text, allowed_modules=["ctxbudget.integrations.haystack"])
     out = loaded.run({"packer": {"query": EXAMPLE.query.text, "documents": docs}})["packer"]
     assert encode(out["pack"]) == reference
+
+
+def test_each_component_reads_the_span_its_frameworks_splitter_records() -> None:
+    """LangChain's metadata['start_index'], Haystack's meta['split_idx_start'] and
+    LlamaIndex's start/end_char_idx become the candidate's span; published_at is read too."""
+    from haystack import Document as HaystackDocument
+    from langchain_core.documents import Document as LangChainDocument
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from ctxbudget.integrations import haystack, langchain, llama_index
+
+    meta = {"published_at": "2025-01-01"}
+    expected = {"start": 10, "end": 15}
+    [lc] = langchain.candidates_of(
+        [LangChainDocument(page_content="hello", metadata={"start_index": 10, **meta})]
+    )
+    [hs] = haystack.candidates_of(
+        [HaystackDocument(content="hello", meta={"split_idx_start": 10, **meta})]
+    )
+    node = TextNode(text="hello", start_char_idx=10, end_char_idx=15, metadata=meta)
+    [li] = llama_index.candidates_of([NodeWithScore(node=node)])
+    for c in (lc, hs, li):
+        assert c["span"] == expected and c["published_at"] == "2025-01-01"
+    [none] = langchain.candidates_of([LangChainDocument(page_content="x", metadata={})])
+    assert "span" not in none
