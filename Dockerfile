@@ -30,7 +30,7 @@ COPY ctxbudget ./ctxbudget
 COPY workers ./workers
 COPY policies ./policies
 COPY topics ./topics
-COPY examples/batches.jsonl ./examples/batches.jsonl
+COPY examples/batches.jsonl examples/use_from_python.py ./examples/
 RUN PIP_CONSTRAINT=/src/constraints.txt pip wheel --no-deps -w /wheels . \
  && pip install --no-deps /wheels/ctxbudget-*.whl \
  && pip check

@@ -11,6 +11,7 @@
     python -m bench hostile  [--cases identical-3000,tokenizer-400] [--json-out F]
     python -m bench drift    [--alpha 0.1] [--null-requests 10000] [--json-out F]
     python -m bench verify   [--sets dev,heldout] [--per-pack 5] [--repeats 3] [--json-out F]
+    python -m bench peers    [--frameworks langchain,llama-index,haystack] [--repeats 3]
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
@@ -20,9 +21,10 @@ is wall clock on a shared machine: repeat runs and read the medians. Tests never
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -150,6 +152,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--examples", action="store_true", help="print a few misses")
     p.add_argument("--json-out")
 
+    p = sub.add_parser(
+        "peers", help="LangChain, LlamaIndex, Haystack context assembly beside the components"
+    )
+    p.add_argument("--frameworks", default="langchain,llama-index,haystack")
+    p.add_argument("--budget", choices=("moderate", "tight"), default="moderate")
+    p.add_argument("--awkward", action="store_true", help="mix in the awkward cases")
+    p.add_argument("--repeats", type=int, default=1, help="timing runs (best kept)")
+    p.add_argument("--limit", type=int, default=None, help="the first N questions only")
+    p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--policy", default="default@1")
+    p.add_argument("--json-out")
+
     p = sub.add_parser("all", help="inproc, scaling, profile and kafka with their defaults")
     p.add_argument("--json-out", help="a folder: one JSON file per benchmark")
     p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
@@ -165,70 +179,104 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args.command, args)
 
 
+def _inproc(args: Any, report: dict[str, Any]) -> None:
+    from bench import inproc
+
+    runs = []
+    for traffic in default_traffic(args):
+        result = inproc.run(
+            traffic, repeats=args.repeats, policy=args.policy, naive=not args.no_naive
+        )
+        print(inproc.render(result), end="\n\n", flush=True)
+        runs.append(result)
+    report["runs"] = runs
+
+
+def _quality(args: Any, report: dict[str, Any]) -> None:
+    from bench import quality_suite
+
+    sets = [s for s in args.sets.split(",") if s]
+    report["policies"] = {}
+    for ref in (args.policy, *args.compare):
+        results = quality_suite.run(
+            ref,
+            seed=args.seed,
+            sets=sets or None,
+            progress=lambda m: print(m, file=sys.stderr, flush=True),
+        )
+        print(quality_suite.format_results(ref, results), end="\n\n", flush=True)
+        report["policies"][ref] = [asdict(r) for r in results]
+
+
+def _drift(args: Any, report: dict[str, Any]) -> None:
+    from bench import drift
+
+    report.update(drift.run(args))
+    print(drift.render(report))
+
+
+def _peers(args: Any, report: dict[str, Any]) -> None:
+    from bench import peers
+
+    results = peers.run(
+        data_dir=args.data_dir,
+        budget=args.budget,
+        awkward=args.awkward,
+        repeats=args.repeats,
+        frameworks=[f for f in args.frameworks.split(",") if f],
+        policy=args.policy,
+        limit=args.limit,
+        progress=lambda m: print(m, file=sys.stderr, flush=True),
+    )
+    print(peers.render(results))
+    report["results"] = peers.as_json(results)
+
+
+def _hostile(args: Any, report: dict[str, Any]) -> None:
+    from bench import hostile
+
+    report.update(hostile.run(args))
+    print(hostile.render(report))
+
+
+def _soak(args: Any, report: dict[str, Any]) -> None:
+    if args.no_broker:
+        from bench import soak_records
+
+        result = soak_records.run(args)
+        print(soak_records.render(result))
+        report.update(result)
+    else:
+        from bench import soak
+
+        report.update(soak.run(args))
+
+
+def _module_run(name: str) -> Callable[[Any, dict[str, Any]], None]:
+    """A command whose module's ``run(args)`` returns the figures (it prints its own table)."""
+
+    def run(args: Any, report: dict[str, Any]) -> None:
+        module = importlib.import_module(f"bench.{name}")
+        report.update(module.run(args))
+
+    return run
+
+
+#: Each command's runner: it prints its table and adds its figures to the report.
+COMMANDS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
+    "inproc": _inproc,
+    "quality": _quality,
+    "drift": _drift,
+    "peers": _peers,
+    "hostile": _hostile,
+    "soak": _soak,
+    **{name: _module_run(name) for name in ("verify", "scaling", "profile", "kafka")},
+}
+
+
 def _run(command: str, args: Any) -> int:
     report: dict[str, Any] = {"benchmark": command, "environment": environment()}
-    if command == "inproc":
-        from bench import inproc
-
-        runs = []
-        for traffic in default_traffic(args):
-            result = inproc.run(
-                traffic, repeats=args.repeats, policy=args.policy, naive=not args.no_naive
-            )
-            print(inproc.render(result), end="\n\n", flush=True)
-            runs.append(result)
-        report["runs"] = runs
-    elif command == "quality":
-        from bench import quality_suite
-
-        sets = [s for s in args.sets.split(",") if s]
-        report["policies"] = {}
-        for ref in (args.policy, *args.compare):
-            results = quality_suite.run(
-                ref,
-                seed=args.seed,
-                sets=sets or None,
-                progress=lambda m: print(m, file=sys.stderr, flush=True),
-            )
-            print(quality_suite.format_results(ref, results), end="\n\n", flush=True)
-            report["policies"][ref] = [asdict(r) for r in results]
-    elif command == "drift":
-        from bench import drift
-
-        report.update(drift.run(args))
-        print(drift.render(report))
-    elif command == "hostile":
-        from bench import hostile
-
-        report.update(hostile.run(args))
-        print(hostile.render(report))
-    elif command == "verify":
-        from bench import verify
-
-        report.update(verify.run(args))
-    elif command == "scaling":
-        from bench import scaling
-
-        report.update(scaling.run(args))
-    elif command == "profile":
-        from bench import profile
-
-        report.update(profile.run(args))
-    elif command == "kafka":
-        from bench import kafka
-
-        report.update(kafka.run(args))
-    elif command == "soak":
-        if args.no_broker:
-            from bench import soak_records
-
-            result = soak_records.run(args)
-            print(soak_records.render(result))
-            report.update(result)
-        else:
-            from bench import soak
-
-            report.update(soak.run(args))
+    COMMANDS[command](args, report)
     write_json(args.json_out, report)
     return 0
 

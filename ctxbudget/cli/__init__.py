@@ -23,6 +23,7 @@ def _register(module: str, *names: str) -> None:
 
 
 _register("pack", "pack_cmd", "schema_cmd", "policies_cmd")
+_register("init", "init_cmd")
 _register("conformal_cmds", "calibrate_cmd", "evaluate_cmd")
 _register("monitor_cmd", "monitor_cmd")
 _register("replay", "replay_cmd", "compare_cmd")

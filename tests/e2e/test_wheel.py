@@ -90,6 +90,10 @@ def test_the_wheel_works_from_site_packages_in_an_empty_directory(tmp_path: Path
         "ctxbudget/_data/policies/rollout.yaml",
         "ctxbudget/_data/topics/ctx.candidates.v1.yaml",
         "ctxbudget/_data/examples/batches.jsonl",
+        "ctxbudget/_data/examples/use_from_python.py",
+        "ctxbudget/integrations/langchain.py",
+        "ctxbudget/integrations/llama_index.py",
+        "ctxbudget/integrations/haystack.py",
         "ctxbudget/py.typed",
         "workers/clients.py",
     ):
@@ -129,6 +133,24 @@ def test_the_wheel_works_from_site_packages_in_an_empty_directory(tmp_path: Path
         if line.strip()
     ]
     assert (empty / "packs.jsonl").read_bytes().splitlines() == expected
+
+    # The README's first commands from an empty folder: `ctxbudget init`, then the example
+    # files it wrote, packed and run as they are.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    _run([str(bindir / "ctxbudget"), "init"], cwd=fresh, env=env)
+    assert sorted(p.name for p in fresh.iterdir()) == [
+        "batches.jsonl", "policies", "use_from_python.py",
+    ]  # fmt: skip
+    assert (fresh / "batches.jsonl").read_bytes() == EXAMPLES.read_bytes()
+    _run(
+        [str(bindir / "ctxbudget"), "pack", "batches.jsonl", "-o", "packs.jsonl", "--no-progress"],
+        cwd=fresh,
+        env=env,
+    )
+    assert (fresh / "packs.jsonl").read_bytes().splitlines() == expected
+    printed = _run([str(bindir / "python"), "use_from_python.py"], cwd=fresh, env=env).stdout
+    assert printed.startswith("<evidence_set") and "API keys expire after 90 days." in printed
     took = time.monotonic() - started
     print(f"wheel: built, installed and run in {took:.1f} s")
     assert took < 90
