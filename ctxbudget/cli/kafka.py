@@ -15,12 +15,16 @@ import click
 from ctxbudget.cli.common import UsageFailure, policies_dir, worker_settings
 from ctxbudget.kafka import (
     DEFAULT_TOPICS_DIR,
+    BrokerNotAnsweringError,
     BrokerPortInUseError,
     BrokerStartError,
     EmbeddedBroker,
+    MetricsPortInUseError,
     TopicError,
     TopicSpec,
     apply_topics,
+    ask_brokers,
+    check_port_free,
     load_topic_specs,
     run_forever,
     run_worker,
@@ -131,13 +135,23 @@ def topics_verify(brokers: str, directory: str | None, replication_factor: int |
 def worker_cmd(stages: tuple[str, ...]) -> None:
     """Run worker agents for STAGES ('all' = the four stages in one process).
 
-    Configuration comes from CTXBUDGET_* environment variables (see the README).
+    Configuration comes from CTXBUDGET_* environment variables (see the README). A broker
+    that does not answer within seconds is an error (exit status 1), a metrics port in use a
+    usage error (exit status 2), each told in one line.
     """
     chosen = list(ALL_STAGES) if "all" in stages else list(dict.fromkeys(stages))
     settings = worker_settings()
     if settings.policies is None:
         settings = settings.model_copy(update={"policies": policies_dir(None)})
-    run_worker(settings, chosen)
+    try:
+        if settings.metrics_port:
+            check_port_free(settings.metrics_port)
+        ask_brokers(settings)  # before faust is imported: a wrong address fails in seconds
+        run_worker(settings, chosen)
+    except MetricsPortInUseError as e:
+        raise UsageFailure(str(e)) from e
+    except BrokerNotAnsweringError as e:
+        raise click.ClickException(str(e)) from e
 
 
 def _max_loop_lag(log_path: Path) -> float | None:

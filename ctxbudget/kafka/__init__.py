@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
 from workers.limits import LimitSettings, input_limits
+from workers.observability import MetricsPortInUseError, check_port_free
+from workers.probe import BrokerNotAnsweringError, ask_brokers
 from workers.settings import TopicNames, WorkerSettings
 from workers.topic_admin import (
     ApplyReport,
@@ -42,17 +44,21 @@ from workers.topics import DEFAULT_TOPICS_DIR, TopicError, TopicSpec, load_topic
 __all__ = [
     "DEFAULT_TOPICS_DIR",
     "ApplyReport",
+    "BrokerNotAnsweringError",
     "BrokerPortInUseError",
     "BrokerStartError",
     "DriftFinding",
     "EmbeddedBroker",
     "LimitSettings",
+    "MetricsPortInUseError",
     "TopicAdminError",
     "TopicError",
     "TopicNames",
     "TopicSpec",
     "WorkerSettings",
     "apply_topics",
+    "ask_brokers",
+    "check_port_free",
     "input_limits",
     "load_topic_specs",
     "run_forever",
