@@ -327,7 +327,10 @@ class Observability:
         return (not waiting, "ok" if not waiting else "; ".join(waiting))
 
     def exposition(self) -> bytes:
-        """The worker's registry in the Prometheus text format (the body of ``/metrics``)."""
+        """The worker's registry in the Prometheus text format (the body of ``/metrics``); no
+        lag figures while no broker answers (they would be stale)."""
+        if not self.broker_answering():
+            self.forget_lag()
         return generate_latest(self.registry)
 
     # -- the HTTP server

@@ -56,6 +56,7 @@ def test_metrics_are_scraped_and_parse(obs: Observability) -> None:
         packs=[PackFacts("live", 600, 700, {"budget": 3, "duplicate": 1}, withheld=1)],
     )
     obs.observe("fused", 0.002, ["ctx.deadletter.v1"], dead_letter_types=["InputError"])
+    obs.broker_answered()  # lag is exported only while a broker answers
     obs.set_lag("ctx.candidates.v1", 2, 17)
     obs.set_control(percent=5.0, killed=True, shadow=False, version=7)
     code, body = _get(port, "/metrics")
@@ -149,10 +150,14 @@ def test_an_unknown_dead_letter_type_is_counted_as_other(obs: Observability) -> 
 
 
 def test_stale_lag_is_forgotten(obs: Observability) -> None:
-    """forget_lag() stops exporting lag figures that are no longer true."""
+    """Lag figures are not exported once no broker answers, nor after forget_lag()."""
+    obs.broker_answered()
     obs.set_lag("ctx.candidates.v1", 0, 0)
     assert b"ctxbudget_consumer_lag{" in obs.exposition()
     obs.forget_lag()
+    assert b"ctxbudget_consumer_lag{" not in obs.exposition()
+    obs.set_lag("ctx.candidates.v1", 0, 3)
+    obs.now[0] += obs.broker_window_s + 1  # type: ignore[attr-defined]
     assert b"ctxbudget_consumer_lag{" not in obs.exposition()
 
 
