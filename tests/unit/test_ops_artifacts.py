@@ -113,6 +113,7 @@ def _exposed_names() -> set[str]:
         packs=[PackFacts("shadow", 800, 1000, {"duplicate": 1}, withheld=1)],
     )
     obs.skip("select")
+    obs.broker_answered()  # the lag is exported only while a broker answers
     obs.set_lag("ctx.candidates.v1", 0, 5)
     obs.set_control(percent=10, killed=False, shadow=True, version=3)
     obs.joined()
