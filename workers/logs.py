@@ -14,9 +14,10 @@
   clients log requests and records) pass :class:`PayloadGuard`, which withholds every bytes
   argument, every long argument and any message carrying a bytes literal;
 * a warning or error repeated for one cause (the same logger, level and message, numbers
-  aside) is logged once per :data:`REPEAT_WINDOW_S`; the next line of that cause after the
-  window says how many were held back (``repeated``). A broker outage is then a handful of
-  lines a minute, not dozens a second (:class:`RepeatLimiter`).
+  aside; a line about one record, with its request id or offset, is never merged) is logged
+  once per :data:`REPEAT_WINDOW_S`, and so are the libraries' repeated INFO lines; the next
+  line of that cause after the window says how many were held back (``repeated``). A broker
+  outage is then a few dozen lines a minute, not dozens a second (:class:`RepeatLimiter`).
 """
 
 from __future__ import annotations
@@ -101,11 +102,16 @@ def cause_of(record: logging.LogRecord) -> tuple[str, int, str]:
     return record.name, record.levelno, _NUMBERS.sub("#", message)[:300]
 
 
+#: Fields of our own events that make a line about one record, which is never merged.
+_RECORD_FIELDS = frozenset({"request_id", "offset"})
+
+
 class RepeatLimiter(logging.Filter):
     """Lets one line per cause through per ``window_s``: for warnings and errors, and for the
-    libraries' INFO lines too (a client reconnecting says the same every second); DEBUG is
-    never held back. The first line of a cause after its window carries ``repeated``: how
-    many were held back meanwhile."""
+    libraries' INFO lines too (a client reconnecting says the same every second); DEBUG, and
+    our own lines about one record (with a ``request_id`` or ``offset``), are never held
+    back. The first line of a cause after its window carries ``repeated``: how many were held
+    back meanwhile."""
 
     def __init__(
         self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic
@@ -120,6 +126,8 @@ class RepeatLimiter(logging.Filter):
         ours = isinstance(record.msg, dict)
         if record.levelno < (logging.WARNING if ours else logging.INFO):
             return True
+        if ours and _RECORD_FIELDS & record.msg.keys():
+            return True  # about one record (a skip, a bad control record): never merged
         key = cause_of(record)
         now = self.clock()
         opened = self._open.get(key)

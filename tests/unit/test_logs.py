@@ -144,3 +144,21 @@ def test_the_evidence_switch_lets_library_payloads_through() -> None:
     configure(level="DEBUG", fmt="json", evidence=True, stream=buf)
     logging.getLogger("kafka.producer.kafka").debug("value=%r", b"the passage")
     assert _lines(buf)[0]["event"] == "value=b'the passage'"
+
+
+def test_lines_about_one_record_are_never_merged() -> None:
+    """Each skipped record keeps its own line (its offset is what a replay needs)."""
+    buf = io.StringIO()
+    configure(level="INFO", fmt="json", stream=buf)
+    log = structlog.get_logger("ctxbudget.worker")
+    for offset in range(3):
+        log.error("RECORD SKIPPED: too large", source="ctx.candidates.v1", offset=offset)
+    for _ in range(3):
+        log.error("control topic unreadable", topic="ctx.control.v1")
+    events = [(line["event"], line.get("offset")) for line in _lines(buf)]
+    assert events == [
+        ("RECORD SKIPPED: too large", 0),
+        ("RECORD SKIPPED: too large", 1),
+        ("RECORD SKIPPED: too large", 2),
+        ("control topic unreadable", None),
+    ]
