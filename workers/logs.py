@@ -123,10 +123,10 @@ class RepeatLimiter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """False for a repeat within its cause's window."""
-        ours = isinstance(record.msg, dict)
-        if record.levelno < (logging.WARNING if ours else logging.INFO):
+        event = record.msg if isinstance(record.msg, dict) else None
+        if record.levelno < (logging.INFO if event is None else logging.WARNING):
             return True
-        if ours and _RECORD_FIELDS & record.msg.keys():
+        if event is not None and _RECORD_FIELDS & event.keys():
             return True  # about one record (a skip, a bad control record): never merged
         key = cause_of(record)
         now = self.clock()
