@@ -384,9 +384,11 @@ def _mebibytes(quantity: str) -> float:
 
 
 def test_the_metrics_service_reaches_every_worker_port() -> None:
+    """The metrics Service selects every worker, ready or not (a not-ready one must be seen)."""
     (_, service), *_ = _of_kind("Service")
     ports = {p["port"] for p in service["spec"]["ports"]}
     assert METRICS_PORT in ports
+    assert service["spec"]["publishNotReadyAddresses"] is True
     for _, doc in _of_kind("Deployment"):
         labels = doc["spec"]["template"]["metadata"]["labels"]
         assert service["spec"]["selector"].items() <= labels.items()
