@@ -65,7 +65,8 @@ from workers.limits import (
 )
 from workers.logs import bind_request
 from workers.logs import configure as configure_logs
-from workers.observability import Observability, PackFacts
+from workers.observability import LANES, Observability, PackFacts
+from workers.probe import BrokerProbe, ask_brokers
 from workers.settings import WorkerSettings
 from workers.transport import FetchWaitApp
 
@@ -181,6 +182,7 @@ class WorkerApp:
         self.metrics = Metrics()
         self.obs = WorkerObservability(worker="+".join(self.stages))
         self.refused = refusal_counter(self.obs.registry)
+        self.probe: BrokerProbe | None = None
         self._skipped_seen = 0
         self.limits = LimitSettings()
         self.topic_specs = load_specs(self.limits)
@@ -255,6 +257,12 @@ class WorkerApp:
         self.app.timer(0.5)(self._measure_lag)
         self.app.timer(10.0)(self._log_metrics)
         self.app.timer(5.0)(self._observe_consumer)
+        self.obs.expect(
+            self.stages,
+            outputs={stage: self._outputs(stage) for stage in self.stages},
+            lanes=LANES if set(self.stages) & {"compress", "fused", "shadow"} else (),
+            skip_label="+".join(self.stages),
+        )
 
     def _topic(self, name: str) -> faust.TopicT:
         if name not in self._out_topics:
@@ -388,6 +396,9 @@ class WorkerApp:
         self.obs.set_control(
             percent=state.percent, killed=state.killed, shadow=state.shadow, version=state.version
         )
+        if not self.obs.broker_answering():
+            self.obs.forget_lag()  # the last figures are stale, not "caught up"
+            return
         try:
             consumer = app.consumer
             for tp in sorted(consumer.assignment()):
@@ -424,8 +435,8 @@ class WorkerApp:
                 roles += ["routed", "consolidated", "packed"]
         return list(dict.fromkeys(roles))
 
-    def used_topics(self) -> list[str]:
-        """Every topic this worker reads or writes records on (the control topic aside)."""
+    def _outputs(self, stage: str) -> list[str]:
+        """The topics ``stage`` writes records on: its outputs, the audit and dead letters."""
         t = self.settings.topics
         made = {
             "route": [t.routed],
@@ -434,12 +445,17 @@ class WorkerApp:
             "compress": [t.packs, t.shadow],
             "fused": [t.packs, t.shadow],
             "shadow": [t.shadow],
-        }
+        }[stage]
+        if stage == "fused" and self.settings.write_intermediate:
+            made += [t.routed, t.consolidated, t.packed]
+        return [*made, t.audit, t.deadletter]
+
+    def used_topics(self) -> list[str]:
+        """Every topic this worker reads or writes records on (the control topic aside)."""
+        t = self.settings.topics
         names = [t.audit, t.deadletter]
         for stage in self.stages:
-            names += [input_topic(stage, t), *made[stage]]
-            if stage == "fused" and self.settings.write_intermediate:
-                names += [t.routed, t.consolidated, t.packed]
+            names += [input_topic(stage, t), *self._outputs(stage)]
         return list(dict.fromkeys(names))
 
     def check_topics(self) -> None:
@@ -552,24 +568,42 @@ class WorkerApp:
             )
         return self._producer
 
+    def _abandon(self) -> None:
+        """Undo what construction and a start that failed made (nothing was consumed)."""
+        self.obs.close()
+        self.executor.shutdown(wait=False)
+        shutil.rmtree(self._datadir, ignore_errors=True)
+
     def run(self) -> None:
-        """Run until SIGTERM/SIGINT: faust then stops the agents, commits and leaves the group."""
+        """Run until SIGTERM/SIGINT: faust then stops the agents, commits and leaves the group.
+
+        Before anything starts, the metrics port is bound and a broker must answer: a taken
+        port is a :class:`~workers.observability.MetricsPortInUseError`, an unreachable
+        broker a :class:`~workers.probe.BrokerNotAnsweringError` (the command prints either
+        in one line)."""
         configure_logs(
             level=self.settings.log_level,
             fmt=None if self.settings.log_format == "auto" else self.settings.log_format,
             evidence=self.settings.log_evidence,
         )
+        try:
+            port = self.obs.serve(self.settings.metrics_port) if self.settings.metrics_port else 0
+            ask_brokers(self.settings)
+        except BaseException:
+            self._abandon()
+            raise
+        self.obs.broker_answered()
         log.info("worker starting", stages=self.stages, settings=self.settings.describe())
-        if self.settings.metrics_port:
-            port = self.obs.serve(self.settings.metrics_port)
+        if port:
             log.info("metrics and health served", port=port, paths="/metrics /healthz /readyz")
         try:
             self.check_topics()
         except TopicsMissingError as e:
             log.critical("WORKER NOT STARTED: " + str(e))
-            self.executor.shutdown(wait=False)
-            shutil.rmtree(self._datadir, ignore_errors=True)
+            self._abandon()
             raise SystemExit(EXIT_TOPICS_MISSING) from e
+        self.probe = BrokerProbe.of(self.settings, self.obs)
+        self.probe.start()
         self.start_control()
         worker = faust.Worker(
             self.app, loglevel=self.settings.log_level.lower(), quiet=True, override_logging=False
@@ -587,6 +621,8 @@ class WorkerApp:
                 **self.metrics.snapshot(),
             )
             self.obs.close()
+            if self.probe is not None:
+                self.probe.stop()
             if self.follower is not None:
                 self.follower.stop()
             if self._producer is not None:

@@ -2,7 +2,7 @@
 
 The container healthcheck of docker-compose.yml. When the worker serves its probes
 (``CTXBUDGET_METRICS_PORT`` set), the answer is its ``/readyz`` (``--live``: ``/healthz``):
-joined its group and read the control state. Otherwise healthy when
+a broker answering, its group joined and the control state read. Otherwise healthy when
 
 - the worker process (PID 1 of its container, or ``--pid``) is alive: not a zombie, not
   stopped, and its command line is a ``ctxbudget worker``;

@@ -17,8 +17,10 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxbudget.errors import one_line
 from ctxbudget.models import ResultModel
 from workers import clients
+from workers.probe import BOOTSTRAP_TIMEOUT_MS
 from workers.topics import TopicError, TopicSpec, normalize_cleanup_policy
 
 if TYPE_CHECKING:
@@ -70,11 +72,11 @@ def _admin(
             settings,
             brokers=bootstrap,
             client_id="ctxbudget-topics",
-            bootstrap_timeout_ms=timeout_ms,
+            bootstrap_timeout_ms=min(timeout_ms, BOOTSTRAP_TIMEOUT_MS),
             request_timeout_ms=timeout_ms,
         )
     except (KafkaError, OSError) as e:
-        raise TopicAdminError(f"cannot reach the broker at {bootstrap}: {e!r}") from e
+        raise TopicAdminError(f"cannot reach the broker at {bootstrap}: {one_line(e)}") from e
     try:
         yield client
     except (KafkaError, OSError) as e:

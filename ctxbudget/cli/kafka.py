@@ -16,12 +16,16 @@ from ctxbudget.cli.common import UsageFailure, policies_dir, worker_settings
 from ctxbudget.errors import ConfigError
 from ctxbudget.kafka import (
     DEFAULT_TOPICS_DIR,
+    BrokerNotAnsweringError,
     BrokerPortInUseError,
     BrokerStartError,
     EmbeddedBroker,
+    MetricsPortInUseError,
     TopicError,
     TopicSpec,
     apply_topics,
+    ask_brokers,
+    check_port_free,
     load_topic_specs,
     run_forever,
     run_verify_worker,
@@ -138,7 +142,9 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
 
     'verify' runs the answer verifier alone (answers joined with their packs into verdicts;
     CTXBUDGET_VERIFY_* variables, see the README). Configuration comes from CTXBUDGET_*
-    environment variables (see the README).
+    environment variables (see the README). A broker that does not answer within seconds is
+    an error (exit status 1), a metrics port in use a usage error (exit status 2), each told
+    in one line.
     """
     if "verify" in stages:
         if len(stages) > 1:
@@ -150,9 +156,16 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
     if settings.policies is None:
         settings = settings.model_copy(update={"policies": policies_dir(None)})
     try:
+        if settings.metrics_port:
+            check_port_free(settings.metrics_port)
+        ask_brokers(settings)  # before faust is imported: a wrong address fails in seconds
         run_worker(settings, chosen)
     except ConfigError as e:  # a lane pointed at the live topic, a bad key, a bad policy
         raise UsageFailure(str(e)) from e
+    except MetricsPortInUseError as e:
+        raise UsageFailure(str(e)) from e
+    except BrokerNotAnsweringError as e:
+        raise click.ClickException(str(e)) from e
 
 
 def _max_loop_lag(log_path: Path) -> float | None:

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
 from workers.lanes import LaneError, check_destination, check_roles
 from workers.limits import LimitSettings, input_limits, load_specs
+from workers.observability import MetricsPortInUseError, check_port_free
+from workers.probe import BrokerNotAnsweringError, ask_brokers
 from workers.settings import TopicNames, WorkerSettings
 from workers.topic_admin import (
     ApplyReport,
@@ -43,19 +45,23 @@ from workers.topics import DEFAULT_TOPICS_DIR, TopicError, TopicSpec, load_topic
 __all__ = [
     "DEFAULT_TOPICS_DIR",
     "ApplyReport",
+    "BrokerNotAnsweringError",
     "BrokerPortInUseError",
     "BrokerStartError",
     "DriftFinding",
     "EmbeddedBroker",
     "LaneError",
     "LimitSettings",
+    "MetricsPortInUseError",
     "TopicAdminError",
     "TopicError",
     "TopicNames",
     "TopicSpec",
     "WorkerSettings",
     "apply_topics",
+    "ask_brokers",
     "check_destination",
+    "check_port_free",
     "check_roles",
     "input_limits",
     "load_specs",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ctxbudget.errors import KafkaEdgeError, one_line
 from workers import clients
+from workers.probe import BOOTSTRAP_TIMEOUT_MS
 
 if TYPE_CHECKING:
     from workers.settings import WorkerSettings
@@ -116,7 +117,9 @@ def client(
     **options: Any,
 ) -> Any:
     """A kafka-python producer, consumer (subscribed to ``topics``) or admin client, configured
-    by the client-config factory from ``settings`` (None: plaintext, no credentials)."""
+    by the client-config factory from ``settings`` (None: plaintext, no credentials). It waits
+    at most :data:`BOOTSTRAP_TIMEOUT_MS` for the broker's first answer unless told otherwise."""
+    options.setdefault("bootstrap_timeout_ms", BOOTSTRAP_TIMEOUT_MS)
     if kind == "consumer":
         return clients.consumer(settings, *topics, brokers=brokers, client_id=client_id, **options)
     if topics:
@@ -233,6 +236,7 @@ def consumer_config(settings: WorkerSettings, brokers: str | None = None) -> dic
         max_partition_fetch_bytes=settings.max_message_bytes + 1024 * 1024,
         fetch_max_bytes=max(52_428_800, settings.max_message_bytes * 2),
         metadata_max_age_ms=30_000,
+        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
     )
 
 
@@ -363,7 +367,7 @@ def writer_for(
             settings,
             brokers=brokers,
             client_id=client_id,
-            bootstrap_timeout_ms=timeout_ms,
+            bootstrap_timeout_ms=min(timeout_ms, BOOTSTRAP_TIMEOUT_MS),
             request_timeout_ms=timeout_ms,
         )
     try:

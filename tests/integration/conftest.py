@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from tests.integration.lab import Lab, make_lab
+from tests.integration.lab import Lab, PrivateBroker, lab_specs, make_lab
 from workers.broker import EmbeddedBroker
+from workers.settings import TopicNames
 from workers.topic_admin import ApplyReport, apply_topics
 from workers.topics import TopicSpec, load_topic_specs
 
@@ -25,7 +26,8 @@ TopicFactory = Callable[..., str]
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that needs the embedded broker with the ``broker`` marker."""
     for item in items:
-        if "broker" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "broker" in names or "private_lab" in names:
             item.add_marker(pytest.mark.broker)
 
 
@@ -75,3 +77,18 @@ def topic_factory(broker: EmbeddedBroker) -> TopicFactory:
 def lab(broker: EmbeddedBroker) -> Iterator[Lab]:
     """Private topics on the session broker; the workers started on them are stopped after."""
     yield from make_lab(broker)
+
+
+@pytest.fixture
+def private_lab() -> Iterator[tuple[Lab, PrivateBroker]]:
+    """A lab on a broker of the test's own, which the test may stop and start again."""
+    suffix = uuid.uuid4().hex[:8]
+    topics = TopicNames(**{k: f"{v}.{suffix}" for k, v in TopicNames().model_dump().items()})
+    own = PrivateBroker(lab_specs(topics))
+    assert own.running is not None
+    lab = Lab(broker=own.running, suffix=suffix, topics=topics)
+    try:
+        yield lab, own
+    finally:
+        lab.stop_all()
+        own.stop()

@@ -97,11 +97,9 @@ class Lab:
         )
 
 
-def make_lab(broker: EmbeddedBroker) -> Iterator[Lab]:
-    suffix = uuid.uuid4().hex[:8]
-    names = {k: f"{v}.{suffix}" for k, v in TopicNames().model_dump().items()}
-    topics = TopicNames(**names)
-    specs = [
+def lab_specs(topics: TopicNames) -> list[TopicSpec]:
+    """The specs of a lab's topics (the control topic has one partition, the others four)."""
+    return [
         TopicSpec(
             name=n,
             description="test",
@@ -109,9 +107,15 @@ def make_lab(broker: EmbeddedBroker) -> Iterator[Lab]:
             replication_factor=1,
             config={},
         )
-        for k, n in names.items()
+        for k, n in topics.model_dump().items()
     ]
-    apply_topics(broker.bootstrap, specs)
+
+
+def make_lab(broker: EmbeddedBroker) -> Iterator[Lab]:
+    suffix = uuid.uuid4().hex[:8]
+    names = {k: f"{v}.{suffix}" for k, v in TopicNames().model_dump().items()}
+    topics = TopicNames(**names)
+    apply_topics(broker.bootstrap, lab_specs(topics))
     keys = Path(tempfile.mkdtemp(prefix="ctxbudget-lab-keys-"))
     private, public = generate_key_pair(keys)
     lab = Lab(broker=broker, suffix=suffix, topics=topics, private_key=private, public_key=public)
@@ -153,3 +157,33 @@ def produce(lab: Lab, items: list[tuple[str, bytes]], *, pace_s: float = 0.0) ->
             time.sleep(pace_s)
     producer.flush()
     producer.close()
+
+
+class PrivateBroker:
+    """An embedded broker of one test's own, on a fixed port, that the test may stop and start
+    again (memory storage: the topics are made again at each start)."""
+
+    def __init__(self, topics: list[TopicSpec] | None = None) -> None:
+        self.running: EmbeddedBroker | None = EmbeddedBroker().start()
+        self.port = self.running.port
+        self.specs = list(topics or [])
+        if self.specs:
+            apply_topics(self.running.bootstrap, self.specs)
+
+    @property
+    def bootstrap(self) -> str:
+        """``127.0.0.1:PORT``, whether or not the broker runs now."""
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL)."""
+        if self.running is not None:
+            self.running.stop()
+            self.running = None
+
+    def start(self) -> EmbeddedBroker:
+        """Start it again on the same port, with the topics made again."""
+        self.running = EmbeddedBroker(port=self.port).start()
+        if self.specs:
+            apply_topics(self.running.bootstrap, self.specs)
+        return self.running

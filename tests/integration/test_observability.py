@@ -9,9 +9,17 @@ import urllib.request
 from pathlib import Path
 
 import orjson
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.lab import Lab, batches, collect, produce
+from bench.traffic import synthetic
+from ctxbudget.codec import encode
+from tests.integration.lab import Lab, PrivateBroker, batches, collect, produce
+
+#: Readiness must be false this soon after the broker is lost (seconds).
+READINESS_LOSS_BOUND_S = 30.0
+#: And true again this soon after it is back (a rejoin of the group included).
+READINESS_BACK_BOUND_S = 60.0
 
 
 def _free_port() -> int:
@@ -41,7 +49,15 @@ def _wait(port: int, path: str, code: int, timeout_s: float) -> bytes:
     raise AssertionError(f"{path} answered {got} instead of {code}")
 
 
+def _seconds_until(port: int, path: str, code: int, timeout_s: float) -> float:
+    """Seconds until ``path`` answers ``code``; fails after ``timeout_s``."""
+    t0 = time.monotonic()
+    _wait(port, path, code, timeout_s)
+    return time.monotonic() - t0
+
+
 def test_a_worker_serves_metrics_health_and_readiness(lab: Lab, tmp_path: Path) -> None:
+    """The endpoints answer and /metrics counts what the worker did; the log is JSON lines."""
     port = _free_port()
     lab.env_overrides["CTXBUDGET_METRICS_PORT"] = str(port)
     lab.env_overrides["CTXBUDGET_LOG_FORMAT"] = "json"
@@ -77,3 +93,58 @@ def test_a_worker_serves_metrics_health_and_readiness(lab: Lab, tmp_path: Path) 
     lab.stop_all()
     lines = [ln for ln in lab.logs[-1].read_bytes().splitlines() if ln.startswith(b"{")]
     assert lines and all("event" in orjson.loads(ln) for ln in lines)
+
+
+def test_readiness_follows_the_broker_away_and_back(
+    private_lab: tuple[Lab, PrivateBroker], tmp_path: Path
+) -> None:
+    """Broker stopped: /readyz 503 within 30 s (liveness stays 200); back: 200 again."""
+    lab, own = private_lab
+    port = _free_port()
+    lab.env_overrides.update(CTXBUDGET_METRICS_PORT=str(port), CTXBUDGET_LOG_FORMAT="json")
+    lab.start("fused", log_dir=tmp_path)
+    _wait(port, "/readyz", 200, 90)
+    own.stop()
+    lost = _seconds_until(port, "/readyz", 503, READINESS_LOSS_BOUND_S)
+    code, body = _get(port, "/readyz")
+    assert code == 503 and b"no answer from the broker" in body
+    assert _get(port, "/healthz")[0] == 200
+    metrics = _wait(port, "/metrics", 200, 10).decode()
+    assert "ctxbudget_broker_reachable 0.0" in metrics and "ctxbudget_worker_ready 0.0" in metrics
+    assert "ctxbudget_consumer_lag{" not in metrics  # no stale "caught up"
+    lab.broker = own.start()
+    back = _seconds_until(port, "/readyz", 200, READINESS_BACK_BOUND_S)
+    print(
+        f"readiness false {lost:.1f}s after the broker stopped, true {back:.1f}s after it returned"
+    )
+
+
+@pytest.mark.parametrize("evidence", [False, True], ids=["default", "CTXBUDGET_LOG_EVIDENCE"])
+def test_no_evidence_reaches_the_log_even_at_debug(
+    lab: Lab, tmp_path: Path, evidence: bool
+) -> None:
+    """At DEBUG (faust, aiokafka, kafka-python included) no passage text or query is logged,
+    unless CTXBUDGET_LOG_EVIDENCE (the libraries then log whole packs: the check is real)."""
+    marker = "zqxj-marker-passage"
+    source = synthetic(1, seed=5)[0].batch
+    rid = source.request_id
+    candidates = tuple(
+        c.model_copy(update={"text": f"{c.text} {marker} {i}."})
+        for i, c in enumerate(source.candidates)
+    )
+    query = source.query.model_copy(update={"text": f"{marker}: {source.query.text}"})
+    marked = source.model_copy(update={"candidates": candidates, "query": query})
+    lab.env_overrides.update(
+        CTXBUDGET_LOG_LEVEL="DEBUG",
+        CTXBUDGET_LOG_FORMAT="json",
+        CTXBUDGET_LOG_EVIDENCE=str(evidence).lower(),
+    )
+    lab.start("fused", log_dir=tmp_path)
+    produce(lab, [(rid, encode(marked))])
+    got, _ = collect(lab, lab.topics.packs, {rid}, timeout_s=120)
+    assert rid in got
+    lab.stop_all()
+    log = lab.logs[-1].read_bytes()
+    assert log.count(b"\n") > 100  # DEBUG was on, libraries included
+    assert b'"level": "debug", "logger": "aiokafka' in log or b'"logger": "kafka' in log
+    assert (marker.encode() in log) is evidence

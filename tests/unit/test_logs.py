@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from workers.logs import bind_request, configure
+from workers.logs import REPEAT_WINDOW_S, RepeatLimiter, bind_request, cause_of, configure
 
 
 @pytest.fixture(autouse=True)
@@ -66,3 +66,99 @@ def test_console_in_a_terminal() -> None:
     assert configure(level="INFO", stream=buf) == "console"
     structlog.get_logger("x").info("hello", n=1)
     assert "hello" in buf.getvalue() and not buf.getvalue().lstrip().startswith("{")
+
+
+def test_an_outage_is_one_line_per_cause_with_a_count() -> None:
+    """Hundreds of identical client errors (numbers aside) are one line, then one with a count."""
+    buf = io.StringIO()
+    configure(level="INFO", fmt="json", stream=buf)
+    (limiter,) = [
+        f for f in logging.getLogger().handlers[0].filters if isinstance(f, RepeatLimiter)
+    ]
+    now = [0.0]
+    limiter.clock = lambda: now[0]
+    client = logging.getLogger("aiokafka")
+    for i in range(300):
+        client.error("Unable connect to node with id %s: [Errno 111] port %d", 1, 40000 + i)
+        client.error("Unable to update metadata from [%s]", 1)
+        now[0] += 0.1
+    structlog.get_logger("ctxbudget.worker").error("outputs not acknowledged", inputs=3)
+    now[0] = REPEAT_WINDOW_S + 1
+    client.error("Unable connect to node with id %s: [Errno 111] port %d", 1, 41000)
+    lines = _lines(buf)
+    events = [str(line["event"]) for line in lines]
+    assert len(lines) == 4, events
+    assert events[0].startswith("Unable connect") and events[1].startswith("Unable to update")
+    assert events[2] == "outputs not acknowledged"
+    assert lines[3]["repeated"] == 299 and "port 41000" in events[3]
+
+
+def test_library_debug_lines_are_never_held_back() -> None:
+    """At DEBUG every line of a library is kept (only INFO and above repeat-limited)."""
+    buf = io.StringIO()
+    configure(level="DEBUG", fmt="json", stream=buf)
+    for _ in range(5):
+        logging.getLogger("kafka.conn").debug("sent request %d", 7)
+    assert len(_lines(buf)) == 5
+
+
+def test_distinct_causes_are_not_merged() -> None:
+    """Different loggers, levels or messages each get their own line."""
+    limiter = RepeatLimiter(clock=lambda: 0.0)
+
+    def record(name: str, level: int, msg: str) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, msg, None, None)
+
+    assert limiter.filter(record("aiokafka", logging.ERROR, "node 1 down"))
+    assert not limiter.filter(record("aiokafka", logging.ERROR, "node 2 down"))
+    assert limiter.filter(record("aiokafka", logging.WARNING, "node 1 down"))
+    assert limiter.filter(record("kafka", logging.ERROR, "node 1 down"))
+    assert limiter.filter(record("aiokafka", logging.ERROR, "metadata failed"))
+    assert cause_of(record("a", logging.ERROR, "x 12 y 3")) == ("a", logging.ERROR, "x # y #")
+
+
+def test_library_lines_never_carry_record_payloads() -> None:
+    """Bytes arguments, long texts and messages with a bytes literal are withheld."""
+    buf = io.StringIO()
+    configure(level="DEBUG", fmt="json", stream=buf)
+    secret = "the secret evidence passage " * 20
+    lib = logging.getLogger("kafka.producer.kafka")
+    lib.debug("Sending (key=%r value=%r) to %s", b"req-1", secret.encode(), "ctx.packs.v1-0")
+    lib.debug("Appending %s", secret)
+    logging.getLogger("aiokafka.producer").debug(f"batch {secret.encode()!r}")
+    logging.getLogger("faust.agent").debug("assigned %s", {("ctx.candidates.v1", 0)})
+    out = buf.getvalue()
+    assert "secret" not in out
+    events = [str(line["event"]) for line in _lines(buf)]
+    assert events[0] == (
+        "Sending (key='<5 bytes withheld>' value='<560 bytes withheld>') to ctx.packs.v1-0"
+    )
+    assert events[1] == "Appending <str of 560 chars withheld>"
+    assert events[2].startswith("batch ... <") and events[2].endswith("chars withheld>")
+    assert events[3] == "assigned {('ctx.candidates.v1', 0)}"
+
+
+def test_the_evidence_switch_lets_library_payloads_through() -> None:
+    """CTXBUDGET_LOG_EVIDENCE (evidence=True) turns the payload guard off too."""
+    buf = io.StringIO()
+    configure(level="DEBUG", fmt="json", evidence=True, stream=buf)
+    logging.getLogger("kafka.producer.kafka").debug("value=%r", b"the passage")
+    assert _lines(buf)[0]["event"] == "value=b'the passage'"
+
+
+def test_lines_about_one_record_are_never_merged() -> None:
+    """Each skipped record keeps its own line (its offset is what a replay needs)."""
+    buf = io.StringIO()
+    configure(level="INFO", fmt="json", stream=buf)
+    log = structlog.get_logger("ctxbudget.worker")
+    for offset in range(3):
+        log.error("RECORD SKIPPED: too large", source="ctx.candidates.v1", offset=offset)
+    for _ in range(3):
+        log.error("control topic unreadable", topic="ctx.control.v1")
+    events = [(line["event"], line.get("offset")) for line in _lines(buf)]
+    assert events == [
+        ("RECORD SKIPPED: too large", 0),
+        ("RECORD SKIPPED: too large", 1),
+        ("RECORD SKIPPED: too large", 2),
+        ("control topic unreadable", None),
+    ]

@@ -113,6 +113,7 @@ def _exposed_names() -> set[str]:
         packs=[PackFacts("shadow", 800, 1000, {"duplicate": 1}, withheld=1)],
     )
     obs.skip("select")
+    obs.broker_answered()  # the lag is exported only while a broker answers
     obs.set_lag("ctx.candidates.v1", 0, 5)
     obs.set_control(percent=10, killed=False, shadow=True, version=3)
     obs.joined()
@@ -211,6 +212,9 @@ def test_every_alert_is_documented_and_links_an_existing_runbook() -> None:
         "CtxbudgetBudgetNearCeiling",
         "CtxbudgetRecordsSkipped",
         "CtxbudgetWorkerNotReady",
+        "CtxbudgetWorkerDown",
+        "CtxbudgetWorkersAbsent",
+        "CtxbudgetBrokerUnreachable",
     } <= names
     for rule in rules:
         notes = rule["annotations"]
@@ -231,11 +235,13 @@ def test_every_alert_is_documented_and_links_an_existing_runbook() -> None:
 
 
 def test_alert_thresholds_are_the_agreed_ones() -> None:
+    """The rules keep their agreed expressions and waits."""
     by_name = {r["alert"]: r for r in _alert_rules()}
     lag = by_name["CtxbudgetConsumerLagGrowing"]
     assert "deriv(ctxbudget_consumer_lag[10m])" in lag["expr"] and "> 1000" in lag["expr"]
     dead = by_name["CtxbudgetDeadLetters"]
-    assert "ctxbudget_dead_letters_total" in dead["expr"] and dead["for"] == "10m"
+    # the first dead letter fires (the series start at 0): increase over 10m, no wait
+    assert "increase(ctxbudget_dead_letters_total[10m])" in dead["expr"] and dead["for"] == "0m"
     assert "ctxbudget_control_killed" in by_name["CtxbudgetKillSwitchOn"]["expr"]
     budget = by_name["CtxbudgetBudgetNearCeiling"]
     assert "histogram_quantile(0.9" in budget["expr"] and "> 0.97" in budget["expr"]
@@ -243,6 +249,10 @@ def test_alert_thresholds_are_the_agreed_ones() -> None:
     assert "ctxbudget_records_skipped_total" in by_name["CtxbudgetRecordsSkipped"]["expr"]
     ready = by_name["CtxbudgetWorkerNotReady"]
     assert "ctxbudget_worker_ready == 0" in ready["expr"] and ready["for"] == "5m"
+    assert by_name["CtxbudgetWorkerDown"]["expr"] == 'up{job="ctxbudget"} == 0'
+    assert by_name["CtxbudgetWorkersAbsent"]["expr"] == 'absent(up{job="ctxbudget"})'
+    broker = by_name["CtxbudgetBrokerUnreachable"]
+    assert broker["expr"] == "ctxbudget_broker_reachable == 0" and broker["for"] == "1m"
 
 
 # -- environment variables
@@ -374,9 +384,11 @@ def _mebibytes(quantity: str) -> float:
 
 
 def test_the_metrics_service_reaches_every_worker_port() -> None:
+    """The metrics Service selects every worker, ready or not (a not-ready one must be seen)."""
     (_, service), *_ = _of_kind("Service")
     ports = {p["port"] for p in service["spec"]["ports"]}
     assert METRICS_PORT in ports
+    assert service["spec"]["publishNotReadyAddresses"] is True
     for _, doc in _of_kind("Deployment"):
         labels = doc["spec"]["template"]["metadata"]["labels"]
         assert service["spec"]["selector"].items() <= labels.items()
