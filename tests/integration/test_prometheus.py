@@ -34,6 +34,7 @@ from tests.paths import REPO
 
 RULES = REPO / "ops" / "alerts" / "ctxbudget-rules.yaml"
 RULE_TESTS = REPO / "ops" / "alerts" / "ctxbudget-rules.test.yaml"
+COVERAGE_RULES = REPO / "ops" / "alerts" / "ctxbudget-coverage-rules.yaml"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 NO_PROMETHEUS = "Debian's prometheus package is not installed (apt-get install -y prometheus)"
@@ -47,7 +48,7 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(PROMTOOL is None, reason=NO_PROMETHEUS)
 def test_promtool_accepts_the_rules_and_their_unit_tests_pass() -> None:
     """`promtool check rules` and `promtool test rules` on the shipped files."""
-    checked = _promtool("check", "rules", str(RULES))
+    checked = _promtool("check", "rules", str(RULES), str(COVERAGE_RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     tested = _promtool("test", "rules", str(RULE_TESTS))
     assert tested.returncode == 0, tested.stdout + tested.stderr
