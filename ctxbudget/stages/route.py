@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxbudget.budget import build_ledger
+from ctxbudget.cut import cut_passage
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.policy import (
     Policy,
@@ -29,6 +30,7 @@ from ctxbudget.schemas import (
     Candidate,
     CandidateBatch,
     CandidateFate,
+    CutPassage,
     Lane,
     Query,
     QueryClass,
@@ -132,7 +134,9 @@ class QueryRouter:
         dropped: list[CandidateFate] = []
         flagged: list[int] = []
         flags: list[CandidateFate] = []
+        cuts: list[CutPassage] = []
         low_trust = self.policy.flagged_passages == "low_trust"
+        cutting = self.policy.injection == "cut"
         for i, cand in enumerate(batch.candidates):
             problem = authorization_problem(batch, cand)
             if problem is not None:
@@ -141,6 +145,12 @@ class QueryRouter:
                 )
                 continue
             findings = self.scan(cand.title, cand.text)
+            if findings and cutting:
+                cut = cut_passage(i, cand, self.scan)
+                if cut is not None:
+                    cuts.append(cut)
+                    admissible.append(i)
+                    continue
             # Markup that imitates the envelope is withheld whatever the policy says.
             if findings and low_trust and "envelope_markup" not in findings:
                 flagged.append(i)
@@ -172,6 +182,7 @@ class QueryRouter:
             batch=batch,
             flagged=tuple(flagged),
             flags=tuple(flags),
+            cuts=tuple(cuts),
         )
 
 

@@ -1,0 +1,206 @@
+"""How evidence is written inside the envelope: escaping, look-alike tags and datamarking.
+
+Text escapes ``&``, ``<`` and ``>``; an attribute value also escapes double quotes and every
+character that breaks a line or is invisible (controls, format characters, the line and
+paragraph separators). A value that holds a look-alike of an envelope tag (``＜/ev＞``,
+``‹evidence_set›``, a bracket from another script before letters that read as ``ev``) has its
+look-alike brackets written as character references too, so no text can open or close an
+envelope tag in any form a reader would take for one. :func:`unescape` undoes all of it.
+
+Datamarking (:func:`datamark`) writes a marker character in place of every space of the
+escaped text and before every other whitespace character, so every word of evidence carries
+the mark of data ("spotlighting"); :func:`unmark` removes it exactly.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+_NAMED = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+_TEXT_ESCAPES = {k: _NAMED[k] for k in "&<>"}
+
+#: Brackets that read as ``<``: NFKC's fullwidth and small forms, and the angle brackets and
+#: quotation marks of other blocks that Unicode lists as confusable with it.
+OPEN_LOOKALIKES = (
+    "\uff1c\ufe64\u2039\u2329\u3008\u27e8\u02c2\u1438\u276e\u276c\u2770\u29fc\u300a\u27ea"
+    "\u00ab\u227a\u22d6\u16b2\U0001d236"
+)
+#: Their closing counterparts, read as ``>``.
+CLOSE_LOOKALIKES = (
+    "\uff1e\ufe65\u203a\u232a\u3009\u27e9\u02c3\u1433\u276f\u276d\u2771\u29fd\u300b\u27eb"
+    "\u00bb\u227b\u22d7\U00016f3f\U0001d237"
+)
+#: Characters that read as a slash (between a look-alike bracket and a tag name).
+SLASH_LOOKALIKES = "/\uff0f\u2215\u2044\u29f8\u2571\u27cb"
+#: Look-alike letters of the envelope's tag names that no normal form folds to ASCII.
+_LETTER_LOOKALIKES = str.maketrans(
+    {
+        "\u0435": "e", "\u0454": "e", "\u03b5": "e", "\u03f5": "e", "\u1d07": "e",
+        "\u212e": "e", "\u04bd": "e", "\u025b": "e", "\uab32": "e",
+        "\u0475": "v", "\u03bd": "v", "\u1d20": "v", "\u2228": "v", "\u22c1": "v",
+    }
+)  # fmt: skip
+#: How far past a look-alike bracket the tag name is looked for.
+_TAG_LOOKAHEAD = 24
+#: What the tag name must start with: ``ev`` and ``evidence_set`` (and the older ``evidence``).
+_TAG_PREFIX = "ev"
+
+_OPEN_RX = re.compile("[" + re.escape(OPEN_LOOKALIKES) + "]")
+_BRACKET_RX = re.compile("[" + re.escape(OPEN_LOOKALIKES + CLOSE_LOOKALIKES) + "]")
+#: ASCII characters an attribute value escapes: the named four, tab, line breaks, controls.
+_ASCII_ATTR_RX = re.compile('[&<>"\x00-\x1f\x7f]')
+#: Unicode categories an attribute value escapes: controls, format characters, separators
+#: of lines and paragraphs (with the controls: LF, CR, VT, FF, NEL, FS, GS, RS).
+_ATTR_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
+_REFERENCE_RX = re.compile(r"&(?:amp|lt|gt|quot|#[0-9]{1,7});")
+
+
+def _reference(char: str) -> str:
+    return _NAMED.get(char) or f"&#{ord(char)};"
+
+
+def _reference_of(m: re.Match[str]) -> str:
+    return _reference(m.group(0))
+
+
+@lru_cache(maxsize=4096)
+def _fold(char: str) -> str:
+    """What ``char`` reads as in a tag name: its compatibility decomposition without marks,
+    case-folded, look-alike letters mapped to ASCII; empty for a character a reader skips
+    (space, control, format character, combining mark)."""
+    if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Mn", "Me"):
+        return ""
+    base = unicodedata.normalize("NFKD", char)
+    kept = "".join(c for c in base if not unicodedata.combining(c))
+    return kept.casefold().translate(_LETTER_LOOKALIKES)
+
+
+def _opens_tag(text: str, at: int) -> bool:
+    """Whether the look-alike bracket at ``at`` starts what reads as an envelope tag: an
+    optional slash, then letters reading ``ev`` (spaces and invisible characters skipped)."""
+    name = ""
+    end = min(len(text), at + _TAG_LOOKAHEAD)
+    j = at + 1
+    while j < end and len(name) < len(_TAG_PREFIX):
+        char = text[j]
+        j += 1
+        if not name and char in SLASH_LOOKALIKES:
+            continue
+        folded = _fold(char)
+        if not folded:
+            continue
+        if not (folded.isascii() and folded.isalpha()):
+            return False
+        name += folded
+    return name.startswith(_TAG_PREFIX)
+
+
+def has_lookalike_tag(text: str) -> bool:
+    """Whether ``text`` holds a look-alike bracket that starts an envelope tag name."""
+    if text.isascii():
+        return False
+    return any(_opens_tag(text, m.start()) for m in _OPEN_RX.finditer(text))
+
+
+def _neutralise(text: str) -> str:
+    """``text`` with its look-alike brackets as references when one starts a look-alike tag."""
+    if not has_lookalike_tag(text):
+        return text
+    return _BRACKET_RX.sub(_reference_of, text)
+
+
+def escape_text(text: str) -> str:
+    """``text`` with ``&``, ``<`` and ``>`` escaped, for the content of an envelope (and the
+    look-alike brackets when it holds a look-alike tag); other text comes back as it is."""
+    # One str.replace per character present, "&" first so no escape is escaped again: the
+    # same result as one substitution pass, and text without markup is returned as it is.
+    for char, escaped in _TEXT_ESCAPES.items():
+        if char in text:
+            text = text.replace(char, escaped)
+    return text if text.isascii() else _neutralise(text)
+
+
+def _attr_char(char: str) -> str:
+    if char in _NAMED or unicodedata.category(char) in _ATTR_CATEGORIES:
+        return _reference(char)
+    return char
+
+
+def escape_attr(value: str) -> str:
+    """``value`` escaped for a double-quoted attribute: ``&``, ``<``, ``>``, double quotes,
+    and every control, format, line-separator and paragraph-separator character (tabs and
+    all line breaks among them), as character references; look-alike brackets too when the
+    value holds a look-alike tag."""
+    if value.isascii():
+        return _ASCII_ATTR_RX.sub(_reference_of, value) if _ASCII_ATTR_RX.search(value) else value
+    return _neutralise("".join([_attr_char(c) for c in value]))
+
+
+def unescape(text: str) -> str:
+    """Undo :func:`escape_text` or :func:`escape_attr` exactly: the four named references and
+    decimal character references are decoded (escaped text has every ``&`` of its own
+    escaped, so each reference in it is one that escaping wrote); anything else is left."""
+    if "&" not in text:
+        return text
+    return _REFERENCE_RX.sub(_decoded, text)
+
+
+_UNNAMED = {v: k for k, v in _NAMED.items()}
+
+
+def _decoded(m: re.Match[str]) -> str:
+    ref = m.group(0)
+    named = _UNNAMED.get(ref)
+    if named is not None:
+        return named
+    code = int(ref[2:-1])
+    return chr(code) if code < 0x110000 else ref
+
+
+# ------------------------------------------------------------------------- datamarking
+
+#: The marker of the spotlighting paper (U+02C6, modifier letter circumflex): two cl100k tokens
+#: that never merge with the letters around them.
+DEFAULT_DATAMARK = "\u02c6"
+#: Characters a marker may not be: they are markup, references or words.
+_MARKER_FORBIDDEN = set("&<>\"'#;=/") | set(OPEN_LOOKALIKES) | set(CLOSE_LOOKALIKES)
+_OTHER_SPACE_RX = re.compile(r"[^\S ]")
+
+
+def marker_problem(marker: str) -> str | None:
+    """Why ``marker`` cannot mark evidence words, or None: it must be one visible character,
+    neither a letter, digit, space, markup nor a look-alike bracket."""
+    if len(marker) != 1:
+        return f"must be one character, got {len(marker)}"
+    if marker.isalnum() or marker.isspace() or marker == "_":
+        return "must not be a letter, digit, underscore or space"
+    if marker in _MARKER_FORBIDDEN or not marker.isprintable():
+        return "must not be markup, a look-alike bracket or an invisible character"
+    if unicodedata.combining(marker):
+        return "must not be a combining mark"
+    return None
+
+
+def datamark(escaped: str, marker: str) -> str:
+    """Escaped text with ``marker`` in place of each space and before each other whitespace
+    character; the marker's own occurrences are written as a reference first."""
+    if marker in escaped:
+        escaped = escaped.replace(marker, f"&#{ord(marker)};")
+    marked = escaped.replace(" ", marker)
+    if _OTHER_SPACE_RX.search(marked) is None:
+        return marked
+    return _OTHER_SPACE_RX.sub(lambda m: marker + m.group(0), marked)
+
+
+@lru_cache(maxsize=64)
+def _unmark_rx(marker: str) -> re.Pattern[str]:
+    return re.compile(re.escape(marker) + r"([^\S ])?")
+
+
+def unmark(marked: str, marker: str) -> str:
+    """Undo :func:`datamark` exactly (the result is still escaped)."""
+    if marker not in marked:
+        return marked
+    return _unmark_rx(marker).sub(lambda m: m.group(1) or " ", marked)
