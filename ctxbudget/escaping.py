@@ -42,10 +42,11 @@ _LETTER_LOOKALIKES = str.maketrans(
         "\u0475": "v", "\u03bd": "v", "\u1d20": "v", "\u2228": "v", "\u22c1": "v",
     }
 )  # fmt: skip
-#: How far past a look-alike bracket the tag name is looked for.
-_TAG_LOOKAHEAD = 24
-#: What the tag name must start with: ``ev`` and ``evidence_set`` (and the older ``evidence``).
-_TAG_PREFIX = "ev"
+#: Spaces a reader still sees between a look-alike bracket and a tag name.
+_TAG_MAX_SPACES = 6
+#: The envelope's tag names, and the older ``evidence`` (a name read as one of these is a tag).
+_TAG_NAMES = frozenset(("ev", "evidence", "evidence_set", "evidenceset"))
+_LONGEST_NAME = max(len(n) for n in _TAG_NAMES)
 
 _OPEN_RX = re.compile("[" + re.escape(OPEN_LOOKALIKES) + "]")
 _BRACKET_RX = re.compile("[" + re.escape(OPEN_LOOKALIKES + CLOSE_LOOKALIKES) + "]")
@@ -68,9 +69,11 @@ def _reference_of(m: re.Match[str]) -> str:
 @lru_cache(maxsize=4096)
 def _fold(char: str) -> str:
     """What ``char`` reads as in a tag name: its compatibility decomposition without marks,
-    case-folded, look-alike letters mapped to ASCII; empty for a character a reader skips
-    (space, control, format character, combining mark)."""
-    if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Mn", "Me"):
+    case-folded, look-alike letters mapped to ASCII; empty for an invisible character
+    (control, format character, combining mark), a space for whitespace."""
+    if char.isspace():
+        return " "
+    if unicodedata.category(char) in ("Cc", "Cf", "Mn", "Me"):
         return ""
     base = unicodedata.normalize("NFKD", char)
     kept = "".join(c for c in base if not unicodedata.combining(c))
@@ -79,22 +82,31 @@ def _fold(char: str) -> str:
 
 def _opens_tag(text: str, at: int) -> bool:
     """Whether the look-alike bracket at ``at`` starts what reads as an envelope tag: an
-    optional slash, then letters reading ``ev`` (spaces and invisible characters skipped)."""
+    optional slash, then a name that reads as one of :data:`_TAG_NAMES` (letters and
+    underscores, ended by anything else); invisible characters are skipped, and up to
+    :data:`_TAG_MAX_SPACES` spaces before the name. Linear overall: a scan stops at the first
+    character that is neither skipped nor part of a name, so the scans of two brackets never
+    overlap."""
     name = ""
-    end = min(len(text), at + _TAG_LOOKAHEAD)
+    spaces = 0
     j = at + 1
-    while j < end and len(name) < len(_TAG_PREFIX):
+    while j < len(text) and len(name) <= _LONGEST_NAME:
         char = text[j]
         j += 1
         if not name and char in SLASH_LOOKALIKES:
             continue
         folded = _fold(char)
+        if folded == " " and not name:
+            spaces += 1
+            if spaces > _TAG_MAX_SPACES:
+                return False
+            continue
         if not folded:
             continue
-        if not (folded.isascii() and folded.isalpha()):
-            return False
+        if not all(c == "_" or (c.isascii() and c.isalpha()) for c in folded):
+            break
         name += folded
-    return name.startswith(_TAG_PREFIX)
+    return name in _TAG_NAMES
 
 
 def has_lookalike_tag(text: str) -> bool:
@@ -171,15 +183,15 @@ _OTHER_SPACE_RX = re.compile(r"[^\S ]")
 
 def marker_problem(marker: str) -> str | None:
     """Why ``marker`` cannot mark evidence words, or None: it must be one visible character,
-    neither a letter, digit, space, markup nor a look-alike bracket."""
+    neither a letter (modifier letters aside), digit, space, markup nor a look-alike bracket."""
     if len(marker) != 1:
         return f"must be one character, got {len(marker)}"
-    if marker.isalnum() or marker.isspace() or marker == "_":
+    category = unicodedata.category(marker)
+    # Modifier letters (Lm, such as U+02C6) are marks, not words: they are allowed.
+    if category[0] in "NZ" or category in ("Lu", "Ll", "Lt", "Lo") or marker == "_":
         return "must not be a letter, digit, underscore or space"
-    if marker in _MARKER_FORBIDDEN or not marker.isprintable():
-        return "must not be markup, a look-alike bracket or an invisible character"
-    if unicodedata.combining(marker):
-        return "must not be a combining mark"
+    if marker in _MARKER_FORBIDDEN or category[0] in "CM":
+        return "must not be markup, a look-alike bracket, a mark or an invisible character"
     return None
 
 

@@ -118,7 +118,7 @@ class Policy(ConfigModel):
     def _one_marker(cls, value: str) -> str:
         problem = marker_problem(value)
         if problem is not None:
-            raise ValueError(f"{problem} (found {value!r})")
+            raise ValueError(problem)
         return value
 
     @property
