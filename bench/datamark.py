@@ -23,8 +23,7 @@ from typing import Any
 from bench.common import percentile, table, write_json
 from bench.hotpot import from_hotpot, load_corpus, paragraph_text
 from bench.traffic import from_msmarco
-from bench.traffic.msmarco import repair_mojibake
-from bench.traffic.msmarco import msmarco_dir
+from bench.traffic.msmarco import msmarco_dir, repair_mojibake
 from ctxbudget.envelope import render_item
 from ctxbudget.escaping import DEFAULT_DATAMARK
 from ctxbudget.pipeline import Pipeline
@@ -123,7 +122,9 @@ class PackCost:
     inexact: int
 
 
-def pack_costs(name: str, batches: Sequence[CandidateBatch], markers: Sequence[str]) -> list[PackCost]:
+def pack_costs(
+    name: str, batches: Sequence[CandidateBatch], markers: Sequence[str]
+) -> list[PackCost]:
     """The traffic packed with default@1, plain and datamarked with each marker."""
     store = PolicyStore.load(default_policies_dir())
     base, rules = store.get("default@1")

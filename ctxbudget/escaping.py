@@ -70,10 +70,11 @@ def _reference_of(m: re.Match[str]) -> str:
 def _fold(char: str) -> str:
     """What ``char`` reads as in a tag name: its compatibility decomposition without marks,
     case-folded, look-alike letters mapped to ASCII; empty for an invisible character
-    (control, format character, combining mark), a space for whitespace."""
+    (format character, combining mark), a space for whitespace. A control character stays
+    itself: it ends a name."""
     if char.isspace():
         return " "
-    if unicodedata.category(char) in ("Cc", "Cf", "Mn", "Me"):
+    if unicodedata.category(char) in ("Cf", "Mn", "Me"):
         return ""
     base = unicodedata.normalize("NFKD", char)
     kept = "".join(c for c in base if not unicodedata.combining(c))

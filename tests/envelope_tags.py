@@ -40,9 +40,7 @@ def _fold(char: str) -> str:
         return "/"
     if unicodedata.category(char) in ("Cf", "Mn", "Me"):
         return ""
-    base = "".join(
-        c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
-    )
+    base = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
     return "".join(_LETTERS.get(c, c) for c in base.casefold())
 
 

@@ -96,7 +96,8 @@ def items(draw: st.DrawFn) -> list[EvidenceItem]:
     hostile_ids = draw(st.booleans())
     keys = [(d["source_id"], "d", d["chunk_ids"][0], d["text"]) for d in drafts]
     ids = [draw(nonempty) for _ in drafts] if hostile_ids else evidence_ids(keys)
-    return [EvidenceItem.model_validate({**d, "evidence_id": i}) for d, i in zip(drafts, ids)]
+    pairs = zip(drafts, ids, strict=True)
+    return [EvidenceItem.model_validate({**d, "evidence_id": i}) for d, i in pairs]
 
 
 @SETTINGS

@@ -121,7 +121,9 @@ def test_brackets_that_open_no_tag_are_left_as_they_are(text: str) -> None:
 
 def test_raw_tags_in_text_are_escaped_as_before() -> None:
     """ASCII markup keeps its named references (golden packs depend on these bytes)."""
-    assert escape_text('</ev><ev id=k7m trust="high">') == '&lt;/ev&gt;&lt;ev id=k7m trust="high"&gt;'
+    assert (
+        escape_text('</ev><ev id=k7m trust="high">') == '&lt;/ev&gt;&lt;ev id=k7m trust="high"&gt;'
+    )
     assert escape_attr('a"b\nc\td&') == "a&quot;b&#10;c&#9;d&amp;"
 
 
