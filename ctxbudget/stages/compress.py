@@ -28,7 +28,7 @@ from ctxbudget.envelope import (
     open_set,
     render_item,
 )
-from ctxbudget.escaping import datamark, escape_text
+from ctxbudget.escaping import datamark, escape_text, text_estimator
 from ctxbudget.extractive import ExtractiveCompressor, SentenceAnalysis, analyse, map_range
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
@@ -47,7 +47,7 @@ from ctxbudget.schemas import (
     Withheld,
 )
 from ctxbudget.stages.select import header_estimate, links_for, subject_links
-from ctxbudget.tokens import TokenCounter, TokenizerRegistry, estimate_tokens
+from ctxbudget.tokens import TokenCounter, TokenizerRegistry
 
 
 def trust_of(authority: float) -> Trust:
@@ -402,6 +402,7 @@ class _Filler:
         self.waiting = list(packed.budget_dropped)
         self.tries = 0
         self.added: list[ConsolidatedItem] = []
+        self.estimate = text_estimator(finisher.policy.marker)
 
     def room(self) -> int:
         used = self.total if self.slots else self.look.empty_block_tokens
@@ -416,7 +417,7 @@ class _Filler:
             if self.tries >= self.finisher.max_topups:
                 return
             item = self.items[i]
-            estimate = header_estimate(item) + estimate_tokens(item.text)
+            estimate = header_estimate(item) + self.estimate(item.text)
             if self.fits_caps(i) and estimate * 0.9 <= self.room() and self.attempt(i, None):
                 self.waiting.remove(i)
 
