@@ -28,12 +28,12 @@ _TEXT_ESCAPES = {k: _NAMED[k] for k in "&<>"}
 #: quotation marks of other blocks that Unicode lists as confusable with it.
 OPEN_LOOKALIKES = (
     "\uff1c\ufe64\u2039\u2329\u3008\u27e8\u02c2\u1438\u276e\u276c\u2770\u29fc\u300a\u27ea"
-    "\u00ab\u227a\u22d6\u16b2\U0001d236"
+    "\u00ab\u227a\u22d6\u16b2\U0001d236\u226e"
 )
 #: Their closing counterparts, read as ``>``.
 CLOSE_LOOKALIKES = (
     "\uff1e\ufe65\u203a\u232a\u3009\u27e9\u02c3\u1433\u276f\u276d\u2771\u29fd\u300b\u27eb"
-    "\u00bb\u227b\u22d7\U00016f3f\U0001d237"
+    "\u00bb\u227b\u22d7\U00016f3f\U0001d237\u226f"
 )
 #: Characters that read as a slash (between a look-alike bracket and a tag name).
 SLASH_LOOKALIKES = "/\uff0f\u2215\u2044\u29f8\u2571\u27cb"
@@ -47,17 +47,27 @@ _LETTER_LOOKALIKES = str.maketrans(
 )  # fmt: skip
 #: Spaces a reader still sees between a look-alike bracket and a tag name.
 _TAG_MAX_SPACES = 6
+#: Bounds on the look for tags, past which a text is taken to hold one (its brackets are then
+#: escaped, which is lossless): look-alike opening brackets examined, and invisible characters
+#: skipped after one. They keep the check within a few thousand steps on any input.
+_MAX_OPENERS = 64
+_MAX_SKIPPED = 32
 #: The envelope's tag names, and the older ``evidence`` (a name read as one of these is a tag).
 _TAG_NAMES = frozenset(("ev", "evidence", "evidence_set", "evidenceset"))
 _LONGEST_NAME = max(len(n) for n in _TAG_NAMES)
 
 _OPEN_RX = re.compile("[" + re.escape(OPEN_LOOKALIKES) + "]")
-_BRACKET_RX = re.compile("[" + re.escape(OPEN_LOOKALIKES + CLOSE_LOOKALIKES) + "]")
 #: ASCII characters an attribute value escapes: the named four, tab, line breaks, controls.
 _ASCII_ATTR_RX = re.compile('[&<>"\x00-\x1f\x7f]')
 #: Unicode categories an attribute value escapes: controls, format characters, separators
 #: of lines and paragraphs (with the controls: LF, CR, VT, FF, NEL, FS, GS, RS).
-_ATTR_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
+ATTR_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
+#: The format characters beyond the Basic Multilingual Plane (Unicode 15): a test checks that
+#: these and the plane's own, found at import, are every character of those categories.
+_ASTRAL_FORMAT = (
+    (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)  # fmt: skip
 _REFERENCE_RX = re.compile(r"&(?:amp|lt|gt|quot|#[0-9]{1,7});")
 
 
@@ -67,6 +77,19 @@ def _reference(char: str) -> str:
 
 def _reference_of(m: re.Match[str]) -> str:
     return _reference(m.group(0))
+
+
+@lru_cache(maxsize=1)
+def _attr_table() -> dict[int, str]:
+    """The ``str.translate`` table of an attribute's escapes (made at first use: scanning the
+    plane takes tens of milliseconds)."""
+    chars = [chr(c) for c in range(0x10000) if unicodedata.category(chr(c)) in ATTR_CATEGORIES]
+    chars += [chr(c) for lo, hi in _ASTRAL_FORMAT for c in range(lo, hi + 1)]
+    return {ord(c): _reference(c) for c in [*_NAMED, *chars]}
+
+
+#: The look-alike brackets' references, a ``str.translate`` table.
+_BRACKET_TABLE = {ord(c): _reference(c) for c in OPEN_LOOKALIKES + CLOSE_LOOKALIKES}
 
 
 @lru_cache(maxsize=4096)
@@ -88,16 +111,19 @@ def _opens_tag(text: str, at: int) -> bool:
     """Whether the look-alike bracket at ``at`` starts what reads as an envelope tag: an
     optional slash, then a name that reads as one of :data:`_TAG_NAMES` (letters and
     underscores, ended by anything else); invisible characters are skipped, and up to
-    :data:`_TAG_MAX_SPACES` spaces before the name. Linear overall: a scan stops at the first
-    character that is neither skipped nor part of a name, so the scans of two brackets never
-    overlap."""
+    :data:`_TAG_MAX_SPACES` spaces before the name. More than :data:`_MAX_SKIPPED` invisible
+    characters or slashes count as a tag (a reader sees none of them), so a scan takes a few
+    dozen steps at most."""
     name = ""
-    spaces = 0
+    spaces = skipped = 0
     j = at + 1
     while j < len(text) and len(name) <= _LONGEST_NAME:
         char = text[j]
         j += 1
         if not name and char in SLASH_LOOKALIKES:
+            skipped += 1
+            if skipped > _MAX_SKIPPED:
+                return True
             continue
         folded = _fold(char)
         if folded == " " and not name:
@@ -106,6 +132,9 @@ def _opens_tag(text: str, at: int) -> bool:
                 return False
             continue
         if not folded:
+            skipped += 1
+            if skipped > _MAX_SKIPPED:
+                return True
             continue
         if not all(c == "_" or (c.isascii() and c.isalpha()) for c in folded):
             break
@@ -114,17 +143,21 @@ def _opens_tag(text: str, at: int) -> bool:
 
 
 def has_lookalike_tag(text: str) -> bool:
-    """Whether ``text`` holds a look-alike bracket that starts an envelope tag name."""
-    if text.isascii():
+    """Whether ``text`` holds a look-alike bracket that starts an envelope tag name (or more
+    than :data:`_MAX_OPENERS` look-alike brackets, taken to)."""
+    if text.isascii() or _OPEN_RX.search(text) is None:
         return False
-    return any(_opens_tag(text, m.start()) for m in _OPEN_RX.finditer(text))
+    for n, m in enumerate(_OPEN_RX.finditer(text)):
+        if n >= _MAX_OPENERS or _opens_tag(text, m.start()):
+            return True
+    return False
 
 
 def _neutralise(text: str) -> str:
     """``text`` with its look-alike brackets as references when one starts a look-alike tag."""
     if not has_lookalike_tag(text):
         return text
-    return _BRACKET_RX.sub(_reference_of, text)
+    return text.translate(_BRACKET_TABLE)
 
 
 def escape_text(text: str) -> str:
@@ -138,12 +171,6 @@ def escape_text(text: str) -> str:
     return text if text.isascii() else _neutralise(text)
 
 
-def _attr_char(char: str) -> str:
-    if char in _NAMED or unicodedata.category(char) in _ATTR_CATEGORIES:
-        return _reference(char)
-    return char
-
-
 def escape_attr(value: str) -> str:
     """``value`` escaped for a double-quoted attribute: ``&``, ``<``, ``>``, double quotes,
     and every control, format, line-separator and paragraph-separator character (tabs and
@@ -151,7 +178,7 @@ def escape_attr(value: str) -> str:
     value holds a look-alike tag."""
     if value.isascii():
         return _ASCII_ATTR_RX.sub(_reference_of, value) if _ASCII_ATTR_RX.search(value) else value
-    return _neutralise("".join([_attr_char(c) for c in value]))
+    return _neutralise(value.translate(_attr_table()))
 
 
 def unescape(text: str) -> str:

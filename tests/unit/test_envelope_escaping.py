@@ -132,3 +132,29 @@ def test_references_in_the_original_round_trip() -> None:
     text = "&#65308;ev &#10; &amp; &lt; \uff1cev"
     assert unescape(escape_text(text)) == text
     assert unescape(escape_attr(text)) == text
+
+
+def test_every_invisible_or_line_breaking_character_is_escaped_in_attributes() -> None:
+    """Each character of the escaped categories, in any plane, becomes a reference (the table
+    of the planes beyond the first is written by hand; this checks it)."""
+    import unicodedata
+
+    from ctxbudget.escaping import ATTR_CATEGORIES
+
+    missed = [
+        hex(c)
+        for c in range(0x80, 0x110000)
+        if unicodedata.category(chr(c)) in ATTR_CATEGORIES
+        and escape_attr(f"\u00e9{chr(c)}") != f"\u00e9&#{c};"
+    ]
+    assert missed == []
+
+
+def test_many_lookalike_brackets_are_escaped_without_a_long_search() -> None:
+    """Past the bounds of the search (64 brackets, 32 invisible characters after one) a text
+    is taken to hold a tag: its brackets are escaped, still losslessly."""
+    crowd = "\uff1c" * 10_000
+    hidden = "\uff1c" + "\u200b" * 40 + "ev"
+    assert escape_text(crowd) == "&#65308;" * 10_000 and unescape(escape_text(crowd)) == crowd
+    assert has_lookalike_tag(hidden) and unescape(escape_text(hidden)) == hidden
+    assert not has_lookalike_tag("\uff1c" * 10 + " plain")
