@@ -124,8 +124,10 @@ class QueryRouter:
         self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
     ) -> RoutedBatch:
         """Route one batch in one lane and cohort: authorization and the safety gate for each
-        candidate, the query class, the budget ledger. :class:`~ctxbudget.errors.TokenizerError`
-        when the batch's tokenizer cannot load."""
+        candidate (with ``injection: cut``, a flagged passage whose offending sentences can be
+        cut out is admitted as its clean rest, :mod:`ctxbudget.cut`), the query class, the
+        budget ledger. :class:`~ctxbudget.errors.TokenizerError` when the batch's tokenizer
+        cannot load."""
         counter = self.tokenizers.get(batch.model.tokenizer)
         decision = classify(batch.query, self.rules, self.policy.fallback_class)
         class_rules = self.policy.classes[decision.query_class]

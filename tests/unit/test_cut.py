@@ -184,3 +184,20 @@ def test_the_pack_schema_shows_the_new_fields() -> None:
         "end",
         "findings",
     }
+
+
+def test_compact_intermediate_forms_keep_the_cut(pipeline: Pipeline) -> None:
+    """The routed, consolidated and packed messages of a cut batch decode to the models
+    written, in full and compact form."""
+    from ctxbudget.codec import decode, encode_compact
+    from ctxbudget.schemas import ConsolidatedBatch, PackedBatch, RoutedBatch
+
+    pipe = _cutting(pipeline)
+    routed = pipe.router.run(_batch())
+    cb = pipe.consolidator.run(routed)
+    packed = pipe.selector.run(cb)
+    assert routed.cuts and decode(encode(routed), RoutedBatch) == routed
+    assert decode(encode_compact(cb), ConsolidatedBatch) == cb
+    assert decode(encode_compact(packed), PackedBatch) == packed
+    (mail,) = [it for it in cb.items if it.item_id == "mail-1"]
+    assert INSTRUCTION not in mail.text
