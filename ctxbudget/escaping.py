@@ -63,7 +63,7 @@ _ASCII_ATTR_RX = re.compile('[&<>"\x00-\x1f\x7f]')
 #: of lines and paragraphs (with the controls: LF, CR, VT, FF, NEL, FS, GS, RS).
 ATTR_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
 #: The format characters beyond the Basic Multilingual Plane (Unicode 15): a test checks that
-#: these and the plane's own, found at import, are every character of those categories.
+#: these and the plane's own, found at first use, are every character of those categories.
 _ASTRAL_FORMAT = (
     (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3),
     (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
