@@ -14,9 +14,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ctxbudget.errors import ConfigError
+from ctxbudget.escaping import DEFAULT_DATAMARK, marker_problem
 from ctxbudget.models import ConfigModel, NonNegInt, Unit, load_yaml_model
 from ctxbudget.schemas import QUERY_CLASSES, PolicyRef, QueryClass
 
@@ -93,12 +94,37 @@ class Policy(ConfigModel):
     #: Pack's ``withheld``, never rendered), or render it as "low_trust" evidence (for corpora
     #: full of documentation about prompts).
     flagged_passages: Literal["withhold", "low_trust"] = "withhold"
+    #: "quarantine": a flagged passage is handled whole (``flagged_passages``); "cut": first
+    #: try to cut out the sentences the gate flags on their own and keep the rest as an
+    #: excerpt when the gate finds it clean (the cut sentences listed in the Pack's
+    #: ``withheld_sentences``); a passage that cannot be cut is handled whole.
+    injection: Literal["quarantine", "cut"] = "quarantine"
+    #: "plain": evidence text as retrieved; "datamark": ``datamark`` is written in place of
+    #: every space of each text and title (and before every other whitespace character), so
+    #: every word reads as data; the Pack's ``evidence_instruction`` says so for the system
+    #: prompt. The marker's tokens count against the budget like any other.
+    envelope_marking: Literal["plain", "datamark"] = "plain"
+    #: The datamarking character (one visible character, not a letter, digit or markup).
+    datamark: str = DEFAULT_DATAMARK
     #: When passages were withheld, say so on the rendered block (``withheld="N"``).
     withheld_notice: bool = True
     routing: str = "routing.yaml"
     calibration: str | None = None
     fallback_class: QueryClass = "point_lookup"
     classes: dict[QueryClass, ClassPolicy]
+
+    @field_validator("datamark")
+    @classmethod
+    def _one_marker(cls, value: str) -> str:
+        problem = marker_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @property
+    def marker(self) -> str | None:
+        """The datamarking character when the policy datamarks evidence, else None."""
+        return self.datamark if self.envelope_marking == "datamark" else None
 
     @model_validator(mode="after")
     def _complete(self) -> Policy:

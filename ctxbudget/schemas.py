@@ -243,6 +243,16 @@ class Withheld(WireModel):
     detail: str | None = None
 
 
+class WithheldSentence(WireModel):
+    """A sentence cut out of a passage the injection gate flagged: where it is in the chunk's
+    text (``[start, end)``) and the gate's findings on it (never its text)."""
+
+    chunk_id: str
+    start: NonNegInt
+    end: NonNegInt
+    findings: tuple[str, ...]
+
+
 class Pack(WireModel):
     """``ctx.pack.v1``: the output for one request and lane, its evidence counted exactly."""
 
@@ -263,6 +273,12 @@ class Pack(WireModel):
     #: Passages the injection gate held back from this pack (ids and the gate's findings,
     #: never their text); empty when the policy renders flagged passages as low trust.
     withheld: tuple[Withheld, ...] = ()
+    #: Sentences cut out of flagged passages whose rest is rendered as an excerpt (policy
+    #: ``injection: cut``), by chunk id and start; absent when none was cut.
+    withheld_sentences: tuple[WithheldSentence, ...] = Field(default=(), exclude_if=lambda v: not v)
+    #: The sentence the system prompt should carry for this block (set when the policy
+    #: datamarks evidence); absent otherwise.
+    evidence_instruction: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 # ---------------------------------------------------------------- trace, dead letters
@@ -320,6 +336,27 @@ class DeadLetter(WireModel):
 # ------------------------------------------------- stage batches (intermediate topics)
 
 
+class Piece(WireModel):
+    """A slice ``[start, end)`` of one chunk's text, placed at offset ``at`` of an item's text."""
+
+    chunk_id: str
+    start: int
+    end: int
+    at: int
+
+
+class CutPassage(WireModel):
+    """A flagged passage kept without its offending sentences: the text packed in its place,
+    the map of that text back to the chunk's (``pieces``), and what was cut."""
+
+    #: Index into ``batch.candidates``.
+    index: NonNegInt
+    chunk_id: str
+    text: str
+    pieces: tuple[Piece, ...]
+    withheld: tuple[WithheldSentence, ...]
+
+
 class RoutedBatch(WireModel):
     """Router output: the class, the policy, the budget ledger and who may be packed."""
 
@@ -341,15 +378,9 @@ class RoutedBatch(WireModel):
     #: as low-trust evidence instead of withholding them (their findings in ``flags``).
     flagged: tuple[int, ...] = ()
     flags: tuple[CandidateFate, ...] = ()
-
-
-class Piece(WireModel):
-    """A slice ``[start, end)`` of one chunk's text, placed at offset ``at`` of an item's text."""
-
-    chunk_id: str
-    start: int
-    end: int
-    at: int
+    #: Admissible flagged passages packed without their offending sentences (policy
+    #: ``injection: cut``); absent when none was cut.
+    cuts: tuple[CutPassage, ...] = Field(default=(), exclude_if=lambda v: not v)
 
 
 class ConsolidatedItem(WireModel):

@@ -27,7 +27,7 @@ def _base(routed: RoutedBatch, stage: str, latency_ms: float) -> dict[str, objec
 def route_trace(routed: RoutedBatch, latency_ms: float = 0.0) -> TraceEvent:
     """The route stage's event: the admissible candidates accepted, the unauthorized and
     quarantined ones dropped, the budget ledger, the rule that chose the class, and in
-    ``details`` the conversation turns kept and the relevance labels."""
+    ``details`` the conversation turns kept, the relevance labels and the passages cut."""
     cands = routed.batch.candidates
     return TraceEvent.model_validate(
         {
@@ -45,9 +45,27 @@ def route_trace(routed: RoutedBatch, latency_ms: float = 0.0) -> TraceEvent:
                 "relevant_chunk_ids": list(routed.batch.labels.relevant_chunk_ids)
                 if routed.batch.labels is not None
                 else [],
+                **_cut_details(routed),
             },
         }
     )
+
+
+def _cut_details(routed: RoutedBatch) -> dict[str, object]:
+    """``cut``: each passage packed without its flagged sentences, with their spans and the
+    gate's findings (absent when none was cut)."""
+    if not routed.cuts:
+        return {}
+    return {
+        "cut": [
+            {
+                "chunk_id": cut.chunk_id,
+                "kept_chars": len(cut.text),
+                "withheld": [w.model_dump(mode="json") for w in cut.withheld],
+            }
+            for cut in routed.cuts
+        ]
+    }
 
 
 def consolidate_trace(cb: ConsolidatedBatch, latency_ms: float = 0.0) -> TraceEvent:

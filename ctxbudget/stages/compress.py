@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from ctxbudget.cut import source_spans, withheld_sentences
 from ctxbudget.envelope import (
     CLOSE_SET,
     SetDefaults,
+    datamark_instruction,
     evidence_ids,
     join_rendered,
     open_set,
     render_item,
 )
+from ctxbudget.escaping import datamark, escape_text, text_estimator
 from ctxbudget.extractive import ExtractiveCompressor, SentenceAnalysis, analyse, map_range
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
@@ -36,6 +39,7 @@ from ctxbudget.schemas import (
     CandidateFate,
     ConsolidatedItem,
     Coverage,
+    CutPassage,
     EvidenceItem,
     Pack,
     PackedBatch,
@@ -43,7 +47,7 @@ from ctxbudget.schemas import (
     Withheld,
 )
 from ctxbudget.stages.select import header_estimate, links_for, subject_links
-from ctxbudget.tokens import TokenCounter, TokenizerRegistry, estimate_tokens
+from ctxbudget.tokens import TokenCounter, TokenizerRegistry
 
 
 def trust_of(authority: float) -> Trust:
@@ -82,6 +86,10 @@ class _Look:
     #: with items adds to their sum), and counted as one string (the empty block's cost).
     frame_tokens: int = 0
     empty_block_tokens: int = 0
+    #: Flagged passages packed without their offending sentences, by chunk id.
+    cuts: Mapping[str, CutPassage] = field(default_factory=dict)
+    #: The datamarking character, when the policy datamarks evidence.
+    marker: str | None = None
 
 
 @dataclass(slots=True)
@@ -126,8 +134,11 @@ class PackFinisher:
         span_cost = (
             math.ceil((longest_id + 12) / 2.5) if self.policy.envelope_location != "none" else 0
         )
+        marker = self.policy.marker
         compressor = ExtractiveCompressor(
-            count=counter.count, span_cost=span_cost, analyse=self._analyse
+            count=counter.count if marker is None else _marked_count(counter, marker),
+            span_cost=span_cost,
+            analyse=self._analyse,
         )
         # Stated once on the set, from every item the batch could admit (so an item's
         # rendering never depends on which others made it in).
@@ -140,7 +151,7 @@ class PackFinisher:
         keys = [(it.source_id, it.doc_id, it.item_id, it.text) for it in cb.items]
         defaults = SetDefaults.common([(it.source_id, it.version) for it in cb.items])
         notice = len(withheld) if self.policy.withheld_notice else 0
-        opening = open_set(defaults, notice)
+        opening = open_set(defaults, notice, marker)
         look = _Look(
             defaults=defaults,
             withheld=notice,
@@ -149,6 +160,8 @@ class PackFinisher:
             ids=dict(zip(keys, evidence_ids(keys), strict=True)),
             frame_tokens=counter.count(opening) + counter.count(CLOSE_SET),
             empty_block_tokens=counter.count(opening + CLOSE_SET),
+            cuts={cut.chunk_id: cut for cut in routed.cuts},
+            marker=marker,
         )
         dropped: list[CandidateFate] = []
         details: dict[str, Any] = {"recounts": 0, "compressed": [], "topped_up": []}
@@ -191,7 +204,7 @@ class PackFinisher:
         by_item = {s.admission.item: s for s in slots}
         placed = [by_item[i] for i in order]
         evidence = tuple(s.evidence for s in placed)
-        rendered = join_rendered([s.rendered for s in placed], look.defaults, look.withheld)
+        rendered = join_rendered([s.rendered for s in placed], look.defaults, look.withheld, marker)
         details["compressed"] = [e.evidence_id for e in evidence if e.compressed]
         pack = Pack(
             request_id=packed.request_id,
@@ -208,6 +221,8 @@ class PackFinisher:
             coverage=self._coverage(packed.coverage, dropped),
             replay=routed.batch.replay,
             withheld=withheld,
+            withheld_sentences=withheld_sentences(routed),
+            evidence_instruction=datamark_instruction(marker) if marker and rendered else None,
         )
         return Finished(
             pack=pack, dropped=tuple(dropped), restored=tuple(restored), details=details
@@ -245,6 +260,12 @@ class PackFinisher:
             if result is None:
                 return None
             text, spans, compressed = result.text, result.spans, True
+        cut = bool(look.cuts) and any(c in look.cuts for c in item.chunk_ids[: item.unit_size])
+        if cut:
+            # A cut passage is an excerpt of its chunk (spans in the chunk's own text), and
+            # the low trust of a text someone tampered with.
+            spans, compressed = source_spans(spans, look.cuts), True
+        flagged = cut or bool(look.flagged.intersection(item.chunk_ids))
         return EvidenceItem(
             evidence_id=look.ids[(item.source_id, item.doc_id, item.item_id, item.text)],
             chunk_ids=item.chunk_ids,
@@ -252,7 +273,7 @@ class PackFinisher:
             source_id=item.source_id,
             title=item.title,
             version=item.version,
-            trust="low" if look.flagged.intersection(item.chunk_ids) else trust_of(item.authority),
+            trust="low" if flagged else trust_of(item.authority),
             text=text,
             spans=spans,
             tokens=0,
@@ -260,7 +281,7 @@ class PackFinisher:
         )
 
     def _slot(self, look: _Look, adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
-        text = render_item(ev, self.policy.envelope_location, look.defaults)
+        text = render_item(ev, self.policy.envelope_location, look.defaults, look.marker)
         n = counter.count(text)
         return _Slot(
             admission=adm, evidence=ev.model_copy(update={"tokens": n}), tokens=n, rendered=text
@@ -342,6 +363,15 @@ class PackFinisher:
         return dict(sorted(counts.items()))
 
 
+def _marked_count(counter: TokenCounter, marker: str) -> Callable[[str], int]:
+    """Counts a piece of evidence text as the datamarked envelope writes it."""
+
+    def count(text: str) -> int:
+        return counter.count(datamark(escape_text(text), marker))
+
+    return count
+
+
 class _Filler:
     """Tries the items that waited for budget, each checked with an exact count."""
 
@@ -372,6 +402,7 @@ class _Filler:
         self.waiting = list(packed.budget_dropped)
         self.tries = 0
         self.added: list[ConsolidatedItem] = []
+        self.estimate = text_estimator(finisher.policy.marker)
 
     def room(self) -> int:
         used = self.total if self.slots else self.look.empty_block_tokens
@@ -386,7 +417,7 @@ class _Filler:
             if self.tries >= self.finisher.max_topups:
                 return
             item = self.items[i]
-            estimate = header_estimate(item) + estimate_tokens(item.text)
+            estimate = header_estimate(item) + self.estimate(item.text)
             if self.fits_caps(i) and estimate * 0.9 <= self.room() and self.attempt(i, None):
                 self.waiting.remove(i)
 

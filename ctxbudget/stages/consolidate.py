@@ -37,6 +37,7 @@ from itertools import combinations
 import numpy as np
 
 from ctxbudget.codec import encode
+from ctxbudget.cut import candidates_as_cut
 from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS, check_pair_work
 from ctxbudget.policy import Policy
 from ctxbudget.schemas import (
@@ -144,7 +145,7 @@ class Consolidator:
         and every drop with its reason. :class:`~ctxbudget.errors.LimitError` when the
         near-duplicate work would exceed ``max_pair_checks``."""
         batch = routed.batch
-        cands = batch.candidates
+        cands = candidates_as_cut(routed)
         fld = primary_score_field(cands[i] for i in routed.admissible)
         authority_of = self.policy.authority_of
         keys: dict[int, tuple[int, float, float, str]] = {}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxbudget.budget import build_ledger
+from ctxbudget.cut import cut_passage
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.policy import (
     Policy,
@@ -29,6 +30,7 @@ from ctxbudget.schemas import (
     Candidate,
     CandidateBatch,
     CandidateFate,
+    CutPassage,
     Lane,
     Query,
     QueryClass,
@@ -122,8 +124,10 @@ class QueryRouter:
         self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
     ) -> RoutedBatch:
         """Route one batch in one lane and cohort: authorization and the safety gate for each
-        candidate, the query class, the budget ledger. :class:`~ctxbudget.errors.TokenizerError`
-        when the batch's tokenizer cannot load."""
+        candidate (with ``injection: cut``, a flagged passage whose offending sentences can be
+        cut out is admitted as its clean rest, :mod:`ctxbudget.cut`), the query class, the
+        budget ledger. :class:`~ctxbudget.errors.TokenizerError` when the batch's tokenizer
+        cannot load."""
         counter = self.tokenizers.get(batch.model.tokenizer)
         decision = classify(batch.query, self.rules, self.policy.fallback_class)
         class_rules = self.policy.classes[decision.query_class]
@@ -132,7 +136,9 @@ class QueryRouter:
         dropped: list[CandidateFate] = []
         flagged: list[int] = []
         flags: list[CandidateFate] = []
+        cuts: list[CutPassage] = []
         low_trust = self.policy.flagged_passages == "low_trust"
+        cutting = self.policy.injection == "cut"
         for i, cand in enumerate(batch.candidates):
             problem = authorization_problem(batch, cand)
             if problem is not None:
@@ -141,6 +147,12 @@ class QueryRouter:
                 )
                 continue
             findings = self.scan(cand.title, cand.text)
+            if findings and cutting:
+                cut = cut_passage(i, cand, self.scan)
+                if cut is not None:
+                    cuts.append(cut)
+                    admissible.append(i)
+                    continue
             # Markup that imitates the envelope is withheld whatever the policy says.
             if findings and low_trust and "envelope_markup" not in findings:
                 flagged.append(i)
@@ -172,6 +184,7 @@ class QueryRouter:
             batch=batch,
             flagged=tuple(flagged),
             flags=tuple(flags),
+            cuts=tuple(cuts),
         )
 
 

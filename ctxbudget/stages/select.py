@@ -40,6 +40,7 @@ from operator import attrgetter
 from typing import Protocol, cast
 
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS, SetDefaults, title_is_redundant
+from ctxbudget.escaping import text_estimator
 from ctxbudget.extractive import (
     SentenceAnalysis,
     StemMemo,
@@ -373,6 +374,8 @@ class EvidenceSelector:
         self.shingles = shingles if shingles is not None else ShingleCache()
         #: Word stems, remembered for the sentence analyses this stage makes.
         self.stems = StemMemo()
+        #: The estimate of a text's tokens as the envelope writes it (datamarked or not).
+        self.estimate = text_estimator(policy.marker)
 
     def analyse(self, text: str, bounds: list[tuple[int, int]] | None = None) -> SentenceAnalysis:
         """The sentence analysis of ``text``, memoised in ``analyses``; ``bounds`` is
@@ -494,7 +497,7 @@ class EvidenceSelector:
                 hay_low = f"{title or ''} {it.version or ''} {text}".lower()
                 match = sum(1 for s in signals if s in hay_low) / len(signals)
             head = header_estimate(it, defaults)
-            text_est = estimate_tokens(text)
+            text_est = self.estimate(text)
             subject = subject_of(title) if linking else None
             subject_key = f" {subject} " if subject is not None else ""
             append(
@@ -552,7 +555,8 @@ class EvidenceSelector:
                 if len(bounds) <= wanted:
                     return ()
             it = items[o.item]
-            return excerpt_steps(it, qstems, links_for(it, links), self.analyse(text, bounds))
+            analysis = self.analyse(text, bounds)
+            return excerpt_steps(it, qstems, links_for(it, links), analysis, self.estimate)
 
         return steps
 
@@ -578,23 +582,25 @@ def excerpt_steps(
     qstems: frozenset[str],
     links: tuple[str, ...] = (),
     analysis: SentenceAnalysis | None = None,
+    estimate: Callable[[str], int] = estimate_tokens,
 ) -> tuple[int, ...]:
     """Text tokens for excerpts of the item's best 1, 2, ... sentences (the compressor's
     ranking, with room for the gaps and :data:`EXCERPT_SLACK`), while smaller than the
     whole text. ``qstems`` are the query terms' stems (:func:`query_stems`), and
-    ``analysis`` is ``analyse(item.text)`` when the caller has it."""
+    ``analysis`` is ``analyse(item.text)`` when the caller has it; ``estimate`` estimates a
+    text's tokens (:func:`text_estimator`)."""
     found = analysis if analysis is not None else analyse(item.text)
     bounds = found.bounds
     if len(bounds) < 2:
         return ()
     lead = item.span_start is None or item.span_start == 0
     _, order = rank_stemmed(found, qstems, lead=lead, links=links)
-    whole = estimate_tokens(item.text)
+    whole = estimate(item.text)
     out: list[int] = []
     est = 2
     for i in order[:-1]:
         s, e = bounds[i]
-        est += estimate_tokens(item.text[s:e]) + 1
+        est += estimate(item.text[s:e]) + 1
         step = math.ceil(est * EXCERPT_SLACK)
         if step >= whole:
             break
