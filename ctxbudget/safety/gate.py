@@ -7,6 +7,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .model import shipped_model
 from .normalization import _prepare
 from .rules import (
     _CLAUSE_CHARS,
@@ -51,6 +52,7 @@ FINDINGS: tuple[str, ...] = (
     "encoded_payload",
     "addressed_to_model",
     "homoglyphs",
+    "injected_task",
 )
 #: Cap on one finding's score (many phrasings of one idea are still one idea).
 _CAP = 4.0
@@ -299,7 +301,28 @@ def _score(
     if scores and v.total >= THRESHOLD and (complete or sum(scores.values()) < _SETTLED):
         cues = {m.group(0) for m in _islice(_FRAME.finditer(x.t), 8)}
         v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
+    _model_signal(x, v)
     return v
+
+
+#: What the sentence model adds when a passage's best sentence reaches its strong threshold
+#: (enough alone to quarantine) or its weak one (a tie-breaker for rules that nearly fired).
+_MODEL_STRONG = THRESHOLD
+_MODEL_WEAK = 0.5
+
+
+def _model_signal(x: _Text, v: Verdict) -> None:
+    """The sentence model's sign (:mod:`.model`): an instruction put to the reader. It counts
+    half in text that describes attacks (a bag of words cannot tell a quoted attack from one),
+    and is added after the frame penalty, which it does not take part in."""
+    model = shipped_model()
+    p = model.probability(x.t)
+    if p < model.weak:
+        return
+    weight = _MODEL_STRONG if p >= model.strong else _MODEL_WEAK
+    if _FRAME.search(x.t):
+        weight /= 2
+    v.add("injected_task", weight, f"model:{p:.3f}")
 
 
 def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:
@@ -336,7 +359,9 @@ def scan(text: str) -> tuple[str, ...]:
     x = _Text(text)
     candidates = _candidate_rules(x)
     if not candidates and _nothing_else_to_score(text, x):
-        return ()
+        v = Verdict()
+        _model_signal(x, v)  # the one check that reads every passage
+        return v.findings
     return _score(text, fast=True, depth=0, complete=False, x=x, candidates=candidates).findings
 
 
