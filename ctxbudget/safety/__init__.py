@@ -45,6 +45,7 @@ from .gate import (
     explain,
     passage_text,
     scan,
+    scan_batch,
     scan_candidate,
 )
 from .normalization import normalize
@@ -58,5 +59,6 @@ __all__ = [
     "normalize",
     "passage_text",
     "scan",
+    "scan_batch",
     "scan_candidate",
 ]

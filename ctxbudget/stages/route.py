@@ -23,7 +23,7 @@ from ctxbudget.policy import (
     RoutingRules,
     default_policies_dir,
 )
-from ctxbudget.safety import passage_text, scan
+from ctxbudget.safety import passage_text, scan, scan_batch
 from ctxbudget.schemas import (
     QUERY_CLASSES,
     Candidate,
@@ -111,12 +111,43 @@ class QueryRouter:
             max_entries=65536, max_bytes=16 * 1024 * 1024
         )
 
-    def scan(self, title: str | None, text: str) -> tuple[str, ...]:
-        """The safety gate's findings for a passage (:func:`scan_candidate`), memoised by a
-        digest of the very string the gate reads."""
-        scanned = passage_text(title, text)
+    def scan(self, title: str | None, text: str, *attributes: str | None) -> tuple[str, ...]:
+        """The safety gate's findings for a passage (:func:`scan_candidate`): its title, text
+        and rendered attributes, memoised by a digest of the very string the gate reads."""
+        scanned = passage_text(title, text, *attributes)
         key = hashlib.blake2b(scanned.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         return self.verdicts.get_or_make(key, lambda: scan(scanned), _verdict_bytes)
+
+    def scan_rendered(self, cand: Candidate) -> tuple[str, ...]:
+        """The gate's findings for every field of ``cand`` the envelope renders: title, text,
+        source, version and chunk id (the location)."""
+        return self.scan(cand.title, cand.text, cand.source_id, cand.version, cand.chunk_id)
+
+    def split_attacks(self, batch: CandidateBatch) -> list[tuple[str, ...]]:
+        """Per candidate, the findings of an attack split over it and a neighbour of the same
+        document (:func:`~ctxbudget.safety.scan_batch`); in reading order: by span start where
+        both have a span, else batch order. Only authorized candidates are read."""
+        allowed = [
+            i for i, c in enumerate(batch.candidates) if authorization_problem(batch, c) is None
+        ]
+        order = sorted(
+            allowed,
+            key=lambda i: (
+                (c := batch.candidates[i]).source_id,
+                c.doc_id,
+                c.span.start if c.span is not None else -1,
+                i,
+            ),
+        )
+        cands = [batch.candidates[i] for i in order]
+        found = scan_batch(
+            [(f"{c.source_id}\x1f{c.doc_id}", c.text) for c in cands],
+            [self.scan_rendered(c) for c in cands],
+        )
+        out: list[tuple[str, ...]] = [()] * len(batch.candidates)
+        for k, i in enumerate(order):
+            out[i] = found[k]
+        return out
 
     def run(
         self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
@@ -133,6 +164,7 @@ class QueryRouter:
         flagged: list[int] = []
         flags: list[CandidateFate] = []
         low_trust = self.policy.flagged_passages == "low_trust"
+        split = self.split_attacks(batch)
         for i, cand in enumerate(batch.candidates):
             problem = authorization_problem(batch, cand)
             if problem is not None:
@@ -140,7 +172,7 @@ class QueryRouter:
                     CandidateFate(chunk_id=cand.chunk_id, reason="unauthorized", detail=problem)
                 )
                 continue
-            findings = self.scan(cand.title, cand.text)
+            findings = self.scan_rendered(cand) or split[i]
             # Markup that imitates the envelope is withheld whatever the policy says.
             if findings and low_trust and "envelope_markup" not in findings:
                 flagged.append(i)
