@@ -8,6 +8,8 @@ import base64
 import binascii
 import codecs
 import re
+import unicodedata
+import urllib.parse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -69,6 +71,20 @@ _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_
 _B64_ALPHABET_TO_A = bytes(97 if c in _B64_CHARS else 32 for c in range(256))
 _B64_RUN_OF_24 = b"a" * 24
 _MAX_DECODE_CHARS = 8192  # per run
+# Base32 (RFC 4648 alphabet, upper case) and bare hex runs, tried among the base64-alphabet runs.
+_B32_RUN = re.compile(r"[A-Z2-7]{24,}={0,6}")
+_BARE_HEX_RUN = re.compile(r"(?:[0-9a-fA-F]{2}){24,}")
+# Percent-encoding: four escapes in a row.
+_PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2}){4}")
+# Leetspeak: digits or symbols standing for letters inside words ("1gn0r3 4ll pr3v10u5").
+_LEET_HINT = re.compile(r"[a-z][013457@$]|[013457@$][a-z]")
+_LEET_WORD = re.compile(r"[a-z013457@$]*(?:[a-z][013457@$]|[013457@$][a-z])[a-z013457@$]*")
+_LEET_TABLE = str.maketrans("013457@$", "oieasta" + "s")
+_MIN_LEET_WORDS = 3
+# Combining marks left after NFKC (strike-through, overlines, "zalgo" stacks).
+_COMBINING = re.compile(
+    "[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
+)
 _MAX_DECODED_TOTAL = 32768  # base64 or hex text re-scanned, in all
 
 
@@ -160,12 +176,11 @@ def _decoded_payloads(x: _Text) -> list[str]:
     out: list[str] = []
     cased, t = x.cased, x.t
     if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
-        out.append(
-            _join_decoded(
-                _b64_text(m.group(0)[:_MAX_DECODE_CHARS])
-                for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
-            )
-        )
+        runs = [
+            m.group(0)[:_MAX_DECODE_CHARS] for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
+        ]
+        out.append(_join_decoded(_run_text(run) for run in runs))
+    out += _plain_disguises(x)
     words = x.words
     if not out and _HINT_WORDS.isdisjoint(words):
         return out
@@ -181,6 +196,41 @@ def _decoded_payloads(x: _Text) -> list[str]:
             )
         )
     return [d for d in out if d]
+
+
+def _run_text(run: str) -> str | None:
+    """A base64-alphabet run read as base64, else as base32, else as bare hex."""
+    text = _b64_text(run)
+    if text is None and _B32_RUN.fullmatch(run):
+        text = _b32_text(run)
+    if text is None and _BARE_HEX_RUN.fullmatch(run):
+        text = _printable(bytes.fromhex(run))
+    return text
+
+
+def _b32_text(run: str) -> str | None:
+    body = run.rstrip("=")
+    try:
+        raw = base64.b32decode(body + "=" * (-len(body) % 8))
+    except (binascii.Error, ValueError):
+        return None
+    return _printable(raw)
+
+
+def _plain_disguises(x: _Text) -> list[str]:
+    """The text with percent-escapes decoded, with leetspeak read as letters (three such
+    words or more), and with leftover combining marks removed; each only when it applies."""
+    out: list[str] = []
+    cased, t = x.cased, x.t
+    if "%" in cased and _PERCENT_RUN.search(cased):
+        out.append(urllib.parse.unquote(cased[: 4 * _MAX_DECODE_CHARS]))
+    if _LEET_HINT.search(t):
+        leet = _islice(_LEET_WORD.finditer(t), _MIN_LEET_WORDS)
+        if len(leet) >= _MIN_LEET_WORDS:
+            out.append(t.translate(_LEET_TABLE))
+    if not x.ascii and _COMBINING.search(cased):
+        out.append(_COMBINING.sub("", unicodedata.normalize("NFKD", cased)))
+    return out
 
 
 def _join_decoded(texts: Iterable[str | None]) -> str:
