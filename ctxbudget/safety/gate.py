@@ -120,6 +120,7 @@ class _Text:
         "_spans",
         "ascii",
         "cased",
+        "decoded",
         "lookalikes",
         "t",
         "t_bytes",
@@ -139,6 +140,8 @@ class _Text:
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
         self._padded: str | None = None
+        #: The decoded payloads (:func:`~.signals._decoded_payloads`), once worked out.
+        self.decoded: list[str] | None = None
 
     @property
     def padded(self) -> str:

@@ -76,11 +76,14 @@ _B32_RUN = re.compile(r"[A-Z2-7]{24,}={0,6}")
 _BARE_HEX_RUN = re.compile(r"(?:[0-9a-fA-F]{2}){24,}")
 # Percent-encoding: four escapes in a row.
 _PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2}){4}")
-# Leetspeak: digits or symbols standing for letters inside words ("1gn0r3 4ll pr3v10u5").
-_LEET_HINT = re.compile(r"[a-z][013457@$]|[013457@$][a-z]")
-_LEET_WORD = re.compile(r"[a-z013457@$]*(?:[a-z][013457@$]|[013457@$][a-z])[a-z013457@$]*")
+# Leetspeak: digits or symbols standing for letters inside words ("1gn0r3 4ll pr3v10u5"),
+# counted in one translation (letters to "a", those digits and symbols to "1").
+_LEET_CLASSES = bytes(
+    97 if chr(c).isalpha() and c < 128 else (49 if chr(c) in "013457@$" else 32) for c in range(256)
+)
 _LEET_TABLE = str.maketrans("013457@$", "oieasta" + "s")
-_MIN_LEET_WORDS = 3
+#: Letter-digit seams ("a1" or "1a") from which a text reads as leetspeak.
+_MIN_LEET_SEAMS = 6
 # Combining marks left after NFKC (strike-through, overlines, "zalgo" stacks).
 _COMBINING = re.compile(
     "[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
@@ -172,7 +175,13 @@ def _placeholder_value(value: str) -> bool:
 def _decoded_payloads(x: _Text) -> list[str]:
     """Plain texts hidden as base64, as hex (with a "hex" hint), as rot13 (with a "rot13" or
     "decode" hint) or reversed (with a "backwards"/"reversed" hint). The decoded base64 (and hex)
-    runs are joined into one text, bounded in size."""
+    runs are joined into one text, bounded in size. Worked out once per text (kept on ``x``)."""
+    if x.decoded is None:
+        x.decoded = _decode_all(x)
+    return x.decoded
+
+
+def _decode_all(x: _Text) -> list[str]:
     out: list[str] = []
     cased, t = x.cased, x.t
     if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
@@ -218,16 +227,15 @@ def _b32_text(run: str) -> str | None:
 
 
 def _plain_disguises(x: _Text) -> list[str]:
-    """The text with percent-escapes decoded, with leetspeak read as letters (three such
-    words or more), and with leftover combining marks removed; each only when it applies."""
+    """The text with percent-escapes decoded, with leetspeak read as letters (six letter-digit
+    seams or more), and with leftover combining marks removed; each only when it applies."""
     out: list[str] = []
     cased, t = x.cased, x.t
     if "%" in cased and _PERCENT_RUN.search(cased):
         out.append(urllib.parse.unquote(cased[: 4 * _MAX_DECODE_CHARS]))
-    if _LEET_HINT.search(t):
-        leet = _islice(_LEET_WORD.finditer(t), _MIN_LEET_WORDS)
-        if len(leet) >= _MIN_LEET_WORDS:
-            out.append(t.translate(_LEET_TABLE))
+    classes = x.t_bytes.translate(_LEET_CLASSES)
+    if classes.count(b"a1") + classes.count(b"1a") >= _MIN_LEET_SEAMS:
+        out.append(t.translate(_LEET_TABLE))
     if not x.ascii and _COMBINING.search(cased):
         out.append(_COMBINING.sub("", unicodedata.normalize("NFKD", cased)))
     return out
