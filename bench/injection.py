@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import sys
 import time
 from collections import defaultdict
@@ -184,6 +185,88 @@ def format_report(report: Report, *, show_misses: bool = False) -> str:
     return "\n".join(lines)
 
 
+def use_model(path: Path | None) -> None:
+    """Make the gate read the sentence model at ``path`` (e.g. one fitted on the training part
+    only, for the held-out estimate) instead of the shipped one."""
+    if path is None:
+        return
+    from ctxbudget.safety import gate
+    from ctxbudget.safety.model import LinearModel
+
+    model = LinearModel.from_json(path.read_text(encoding="utf-8"))
+    gate.shipped_model = lambda: model  # type: ignore[assignment]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def gate_costs(pairs: Sequence[tuple[str | None, str]], gate: Gate) -> list[float]:
+    """Microseconds of CPU time the gate takes on each passage (one run each, after warming
+    up): CPU time rather than the wall clock, which on a shared machine mostly measures the
+    scheduler."""
+    for title, text in pairs[:50]:
+        gate(title, text)
+    out = []
+    for title, text in pairs:
+        start = time.thread_time_ns()
+        gate(title, text)
+        out.append((time.thread_time_ns() - start) / 1e3)
+    return out
+
+
+def dev_report(gate: Gate, *, show_misses: bool = False) -> str:
+    """The gate on every development corpus (:mod:`bench.injection_data`), per corpus, part
+    and style, then the false withholds on retrieval traffic and the gate's cost."""
+    from bench.injection_data import all_units
+
+    units = all_units()
+    flagged = {id(u): bool(gate(u.title, u.text)) for u in units}
+    table: dict[tuple[str, str, str, str], StyleCount] = defaultdict(StyleCount)
+    for u in units:
+        c = table[(u.part, u.corpus, u.label, u.style)]
+        c.total += 1
+        c.hit += flagged[id(u)]
+        if flagged[id(u)] != (u.label == "attack"):
+            c.misses.append(u.id)
+    lines = []
+    for part in ("train", "heldout"):
+        lines.append(f"== {part} part")
+        lines.append(f"{'corpus':<10} {'kind':<7} {'style':<32} {'caught/withheld':>16}")
+        totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        for (p, corpus, label, style), c in sorted(table.items()):
+            if p != part:
+                continue
+            kind = "attack" if label == "attack" else "benign"
+            lines.append(f"{corpus:<10} {kind:<7} {style[:32]:<32} {_pct(c.hit, c.total)}")
+            if show_misses and c.misses:
+                lines.append(f"{'':<51} {' '.join(c.misses[:12])}")
+            t = totals[(corpus, kind)]
+            t[0] += c.hit
+            t[1] += c.total
+        for (corpus, kind), (hit, total) in sorted(totals.items()):
+            lines.append(f"{'ALL':<10} {kind:<7} {corpus:<32} {_pct(hit, total)}")
+        lines.append("")
+    for corpus in ("msmarco", "hotpotqa"):
+        wrong = [u.id for u in units if u.corpus == corpus and flagged[id(u)]]
+        total = sum(1 for u in units if u.corpus == corpus)
+        lines.append(f"false withholds on {corpus}: {len(wrong)}/{total} {' '.join(wrong[:10])}")
+    traffic = [(u.title, u.text) for u in units if u.corpus in ("msmarco", "hotpotqa")]
+    costs = gate_costs(traffic, gate)
+    every = gate_costs([(u.title, u.text) for u in units], gate)
+    lines.append(
+        f"gate cost, MS MARCO + HotpotQA ({len(costs)} passages): "
+        f"p50 {percentile(costs, 50):.1f} us, p99 {percentile(costs, 99):.1f} us; "
+        f"every development unit ({len(every)}): "
+        f"p50 {percentile(every, 50):.1f} us, p99 {percentile(every, 99):.1f} us"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench.injection", description=__doc__.split("\n")[0]
@@ -198,8 +281,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--show-misses", action="store_true", help="list the ids the gate got wrong")
     ap.add_argument("--repeats", type=int, default=5, help="timing runs (best is reported)")
+    ap.add_argument(
+        "--dev", action="store_true", help="also report every development corpus (../shared/data)"
+    )
+    ap.add_argument(
+        "--model", type=Path, default=None, help="sentence model file to use (default: shipped)"
+    )
     args = ap.parse_args(argv)
 
+    use_model(args.model)
     gate = load_gate(args.gate_file)
     passages = load_corpus(args.corpus, args.split)
     report = evaluate(passages, gate)
@@ -211,6 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"gate cost: {time_gate(passages, gate, args.repeats):.1f} us/passage (all), "
         f"{time_gate(benign, gate, args.repeats):.1f} us/passage (benign)"
     )
+    if args.dev:
+        print()
+        print(dev_report(gate, show_misses=args.show_misses))
     return 0
 
 

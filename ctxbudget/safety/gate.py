@@ -7,6 +7,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .model import shipped_model
 from .normalization import _prepare
 from .rules import (
     _CLAUSE_CHARS,
@@ -51,6 +52,8 @@ FINDINGS: tuple[str, ...] = (
     "encoded_payload",
     "addressed_to_model",
     "homoglyphs",
+    "injected_task",
+    "split_attack",
 )
 #: Cap on one finding's score (many phrasings of one idea are still one idea).
 _CAP = 4.0
@@ -117,6 +120,7 @@ class _Text:
         "_spans",
         "ascii",
         "cased",
+        "decoded",
         "lookalikes",
         "t",
         "t_bytes",
@@ -136,6 +140,8 @@ class _Text:
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
         self._padded: str | None = None
+        #: The decoded payloads (:func:`~.signals._decoded_payloads`), once worked out.
+        self.decoded: list[str] | None = None
 
     @property
     def padded(self) -> str:
@@ -299,7 +305,31 @@ def _score(
     if scores and v.total >= THRESHOLD and (complete or sum(scores.values()) < _SETTLED):
         cues = {m.group(0) for m in _islice(_FRAME.finditer(x.t), 8)}
         v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
+    _model_signal(x, v, depth=depth)
     return v
+
+
+#: What the sentence model adds when a passage's best sentence reaches its strong threshold
+#: (enough alone to quarantine) or its weak one (a tie-breaker for rules that nearly fired).
+_MODEL_STRONG = THRESHOLD
+_MODEL_WEAK = 0.5
+
+
+def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
+    """The sentence model's sign (:mod:`.model`): an instruction put to the reader. It counts
+    half in text that describes attacks (a bag of words cannot tell a quoted attack from one),
+    and is added after the frame penalty, which it does not take part in. Decoded payloads
+    (``depth`` 1) are left to the rules: rot13 and reversed text "decode" to word salad."""
+    if depth:
+        return
+    model = shipped_model()
+    p = model.probability(x.t)
+    if p < model.weak:
+        return
+    weight = _MODEL_STRONG if p >= model.strong else _MODEL_WEAK
+    if _FRAME.search(x.t):
+        weight /= 2
+    v.add("injected_task", weight, f"model:{p:.3f}")
 
 
 def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:
@@ -336,7 +366,9 @@ def scan(text: str) -> tuple[str, ...]:
     x = _Text(text)
     candidates = _candidate_rules(x)
     if not candidates and _nothing_else_to_score(text, x):
-        return ()
+        v = Verdict()
+        _model_signal(x, v)  # the one check that reads every passage
+        return v.findings
     return _score(text, fast=True, depth=0, complete=False, x=x, candidates=candidates).findings
 
 
@@ -357,15 +389,47 @@ def _nothing_else_to_score(raw: str, x: _Text) -> bool:
     )
 
 
-def passage_text(title: str | None, text: str) -> str:
+def passage_text(title: str | None, text: str, *attributes: str | None) -> str:
     """What the gate reads of a passage: its title and text together (either can carry an
-    injection)."""
-    return text if not title else f"{title}\n{text}"
+    injection), then each other field the envelope renders (source, version, chunk id), one
+    per line; empty fields are left out."""
+    body = text if not title else f"{title}\n{text}"
+    extra = [a for a in attributes if a]
+    return "\n".join([body, *extra]) if extra else body
 
 
-def scan_candidate(title: str | None, text: str) -> tuple[str, ...]:
-    """Scan a passage's title and text together (:func:`passage_text`)."""
-    return scan(passage_text(title, text))
+def scan_candidate(title: str | None, text: str, *attributes: str | None) -> tuple[str, ...]:
+    """Scan a passage's title, text and rendered attributes together (:func:`passage_text`)."""
+    return scan(passage_text(title, text, *attributes))
+
+
+#: Joined pairs one batch reads, at most (a bound on the work of one batch).
+_MAX_JOINED = 256
+
+
+def scan_batch(
+    passages: Sequence[tuple[str, str]], alone: Sequence[Sequence[str]] | None = None
+) -> list[tuple[str, ...]]:
+    """Findings of attacks split over several passages of one batch: ``passages`` are (document
+    key, text) in reading order. Each two neighbours of one document that the gate passes
+    alone (``alone``: their own findings, computed here when not given) are read joined; when
+    the joined text is quarantined both get its findings and ``split_attack``. Passages of
+    other documents, and those quarantined alone, get ``()``."""
+    verdicts = [tuple(scan(t)) for _k, t in passages] if alone is None else alone
+    out: list[tuple[str, ...]] = [() for _ in passages]
+    last: dict[str, int] = {}
+    joins = 0
+    for i, (key, text) in enumerate(passages):
+        j = last.get(key)
+        last[key] = i
+        if j is None or joins >= _MAX_JOINED or verdicts[i] or verdicts[j]:
+            continue
+        joins += 1
+        joined = scan(f"{passages[j][1]} {text}")
+        if joined:
+            found = tuple(n for n in FINDINGS if n in joined or n == "split_attack")
+            out[i] = out[j] = found
+    return out
 
 
 class _FindingCheck:

@@ -8,6 +8,8 @@ import base64
 import binascii
 import codecs
 import re
+import unicodedata
+import urllib.parse
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -69,6 +71,23 @@ _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_
 _B64_ALPHABET_TO_A = bytes(97 if c in _B64_CHARS else 32 for c in range(256))
 _B64_RUN_OF_24 = b"a" * 24
 _MAX_DECODE_CHARS = 8192  # per run
+# Base32 (RFC 4648 alphabet, upper case) and bare hex runs, tried among the base64-alphabet runs.
+_B32_RUN = re.compile(r"[A-Z2-7]{24,}={0,6}")
+_BARE_HEX_RUN = re.compile(r"(?:[0-9a-fA-F]{2}){24,}")
+# Percent-encoding: four escapes in a row.
+_PERCENT_RUN = re.compile(r"(?:%[0-9a-fA-F]{2}){4}")
+# Leetspeak: digits or symbols standing for letters inside words ("1gn0r3 4ll pr3v10u5"),
+# counted in one translation (letters to "a", those digits and symbols to "1").
+_LEET_CLASSES = bytes(
+    97 if chr(c).isalpha() and c < 128 else (49 if chr(c) in "013457@$" else 32) for c in range(256)
+)
+_LEET_TABLE = str.maketrans("013457@$", "oieasta" + "s")
+#: Letter-digit seams ("a1" or "1a") from which a text reads as leetspeak.
+_MIN_LEET_SEAMS = 6
+# Combining marks left after NFKC (strike-through, overlines, "zalgo" stacks).
+_COMBINING = re.compile(
+    "[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
+)
 _MAX_DECODED_TOTAL = 32768  # base64 or hex text re-scanned, in all
 
 
@@ -156,16 +175,21 @@ def _placeholder_value(value: str) -> bool:
 def _decoded_payloads(x: _Text) -> list[str]:
     """Plain texts hidden as base64, as hex (with a "hex" hint), as rot13 (with a "rot13" or
     "decode" hint) or reversed (with a "backwards"/"reversed" hint). The decoded base64 (and hex)
-    runs are joined into one text, bounded in size."""
+    runs are joined into one text, bounded in size. Worked out once per text (kept on ``x``)."""
+    if x.decoded is None:
+        x.decoded = _decode_all(x)
+    return x.decoded
+
+
+def _decode_all(x: _Text) -> list[str]:
     out: list[str] = []
     cased, t = x.cased, x.t
     if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
-        out.append(
-            _join_decoded(
-                _b64_text(m.group(0)[:_MAX_DECODE_CHARS])
-                for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
-            )
-        )
+        runs = [
+            m.group(0)[:_MAX_DECODE_CHARS] for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
+        ]
+        out.append(_join_decoded(_run_text(run) for run in runs))
+    out += _plain_disguises(x)
     words = x.words
     if not out and _HINT_WORDS.isdisjoint(words):
         return out
@@ -181,6 +205,40 @@ def _decoded_payloads(x: _Text) -> list[str]:
             )
         )
     return [d for d in out if d]
+
+
+def _run_text(run: str) -> str | None:
+    """A base64-alphabet run read as base64, else as base32, else as bare hex."""
+    text = _b64_text(run)
+    if text is None and _B32_RUN.fullmatch(run):
+        text = _b32_text(run)
+    if text is None and _BARE_HEX_RUN.fullmatch(run):
+        text = _printable(bytes.fromhex(run))
+    return text
+
+
+def _b32_text(run: str) -> str | None:
+    body = run.rstrip("=")
+    try:
+        raw = base64.b32decode(body + "=" * (-len(body) % 8))
+    except (binascii.Error, ValueError):
+        return None
+    return _printable(raw)
+
+
+def _plain_disguises(x: _Text) -> list[str]:
+    """The text with percent-escapes decoded, with leetspeak read as letters (six letter-digit
+    seams or more), and with leftover combining marks removed; each only when it applies."""
+    out: list[str] = []
+    cased, t = x.cased, x.t
+    if "%" in cased and _PERCENT_RUN.search(cased):
+        out.append(urllib.parse.unquote(cased[: 4 * _MAX_DECODE_CHARS]))
+    classes = x.t_bytes.translate(_LEET_CLASSES)
+    if classes.count(b"a1") + classes.count(b"1a") >= _MIN_LEET_SEAMS:
+        out.append(t.translate(_LEET_TABLE))
+    if not x.ascii and _COMBINING.search(cased):
+        out.append(_COMBINING.sub("", unicodedata.normalize("NFKD", cased)))
+    return out
 
 
 def _join_decoded(texts: Iterable[str | None]) -> str:

@@ -10,7 +10,7 @@ fallback class (the narrowest one).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from ctxbudget.policy import (
     RoutingRules,
     default_policies_dir,
 )
-from ctxbudget.safety import passage_text, scan
+from ctxbudget.safety import passage_text, scan, scan_batch
 from ctxbudget.schemas import (
     QUERY_CLASSES,
     Candidate,
@@ -113,12 +113,51 @@ class QueryRouter:
             max_entries=65536, max_bytes=16 * 1024 * 1024
         )
 
-    def scan(self, title: str | None, text: str) -> tuple[str, ...]:
-        """The safety gate's findings for a passage (:func:`scan_candidate`), memoised by a
-        digest of the very string the gate reads."""
-        scanned = passage_text(title, text)
+    def scan(self, title: str | None, text: str, *attributes: str | None) -> tuple[str, ...]:
+        """The safety gate's findings for a passage (:func:`scan_candidate`): its title, text
+        and rendered attributes, memoised by a digest of the very string the gate reads."""
+        scanned = passage_text(title, text, *attributes)
         key = hashlib.blake2b(scanned.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         return self.verdicts.get_or_make(key, lambda: scan(scanned), _verdict_bytes)
+
+    def scan_rendered(self, cand: Candidate) -> tuple[str, ...]:
+        """The gate's findings for every field of ``cand`` the envelope renders: title, text,
+        source, version and chunk id (the location)."""
+        return self.scan(cand.title, cand.text, cand.source_id, cand.version, cand.chunk_id)
+
+    def _gate_with_attributes(self, cand: Candidate) -> Callable[[str | None, str], Sequence[str]]:
+        """The gate on a title and a piece of ``cand``'s text, read with its attributes."""
+
+        def gate(title: str | None, text: str) -> Sequence[str]:
+            return self.scan(title, text, cand.source_id, cand.version, cand.chunk_id)
+
+        return gate
+
+    def split_attacks(self, batch: CandidateBatch) -> list[tuple[str, ...]]:
+        """Per candidate, the findings of an attack split over it and a neighbour of the same
+        document (:func:`~ctxbudget.safety.scan_batch`); in reading order: by span start where
+        both have a span, else batch order. Only authorized candidates are read."""
+        allowed = [
+            i for i, c in enumerate(batch.candidates) if authorization_problem(batch, c) is None
+        ]
+        order = sorted(
+            allowed,
+            key=lambda i: (
+                (c := batch.candidates[i]).source_id,
+                c.doc_id,
+                c.span.start if c.span is not None else -1,
+                i,
+            ),
+        )
+        cands = [batch.candidates[i] for i in order]
+        found = scan_batch(
+            [(f"{c.source_id}\x1f{c.doc_id}", c.text) for c in cands],
+            [self.scan_rendered(c) for c in cands],
+        )
+        out: list[tuple[str, ...]] = [()] * len(batch.candidates)
+        for k, i in enumerate(order):
+            out[i] = found[k]
+        return out
 
     def run(
         self, batch: CandidateBatch, *, lane: Lane = "live", cohort: str = "baseline"
@@ -139,6 +178,7 @@ class QueryRouter:
         cuts: list[CutPassage] = []
         low_trust = self.policy.flagged_passages == "low_trust"
         cutting = self.policy.injection == "cut"
+        split = self.split_attacks(batch)
         for i, cand in enumerate(batch.candidates):
             problem = authorization_problem(batch, cand)
             if problem is not None:
@@ -146,9 +186,11 @@ class QueryRouter:
                     CandidateFate(chunk_id=cand.chunk_id, reason="unauthorized", detail=problem)
                 )
                 continue
-            findings = self.scan(cand.title, cand.text)
-            if findings and cutting:
-                cut = cut_passage(i, cand, self.scan)
+            findings = self.scan_rendered(cand) or split[i]
+            if findings and cutting and not split[i]:
+                # each sentence is judged with the passage's rendered attributes, so an
+                # instruction in an attribute flags every sentence and nothing is cut
+                cut = cut_passage(i, cand, self._gate_with_attributes(cand))
                 if cut is not None:
                     cuts.append(cut)
                     admissible.append(i)
