@@ -54,7 +54,7 @@ from workers.handlers import (
     input_topic,
     rollout_assignment,
 )
-from workers.lanes import check_roles
+from workers.lanes import check_roles, written_roles
 from workers.limits import (
     LimitSettings,
     TopicsMissingError,
@@ -75,14 +75,6 @@ CONTROLLED = ("route", "fused", "shadow")
 #: Exit status of a worker that does not start because a topic it uses is missing (EX_CONFIG).
 EXIT_TOPICS_MISSING = 78
 #: The topics (roles of TopicNames) each stage writes records to, besides audit and dead letters.
-WRITES = {
-    "route": ("routed",),
-    "consolidate": ("consolidated",),
-    "select": ("packed",),
-    "compress": ("packs", "shadow"),
-    "fused": ("packs", "shadow"),
-    "shadow": ("shadow",),
-}
 #: What the worker says, at start and in readiness, when it trusts no control key.
 NO_TRUSTED_KEY = (
     "no trusted control key (CTXBUDGET_CONTROL_TRUSTED_KEYS unset): the control topic is "
@@ -428,12 +420,7 @@ class WorkerApp:
 
     def written_roles(self) -> list[str]:
         """The roles (fields of TopicNames) of the topics this worker writes records to."""
-        roles = ["audit", "deadletter"]
-        for stage in self.stages:
-            roles += WRITES[stage]
-            if stage in ("fused", "shadow") and self.settings.write_intermediate:
-                roles += ["routed", "consolidated", "packed"]
-        return list(dict.fromkeys(roles))
+        return written_roles(self.stages, write_intermediate=self.settings.write_intermediate)
 
     def _outputs(self, stage: str) -> list[str]:
         """The topics ``stage`` writes records on: its outputs, the audit and dead letters."""

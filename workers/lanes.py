@@ -93,3 +93,25 @@ def check_roles(
     for role in roles:
         if role != "packs":
             check_destination(getattr(topics, role), topics, specs, writer=writer, role=role)
+
+
+#: The roles (fields of TopicNames) each stage writes its records to, beside audit and dead
+#: letters.
+WRITES: dict[str, tuple[str, ...]] = {
+    "route": ("routed",),
+    "consolidate": ("consolidated",),
+    "select": ("packed",),
+    "compress": ("packs", "shadow"),
+    "fused": ("packs", "shadow"),
+    "shadow": ("shadow",),
+}
+
+
+def written_roles(stages: Iterable[str], *, write_intermediate: bool) -> list[str]:
+    """The roles of the topics a worker running ``stages`` writes records to."""
+    roles = ["audit", "deadletter"]
+    for stage in stages:
+        roles += WRITES[stage]
+        if stage in ("fused", "shadow") and write_intermediate:
+            roles += ["routed", "consolidated", "packed"]
+    return list(dict.fromkeys(roles))

@@ -20,17 +20,21 @@ from ctxbudget.kafka import (
     BrokerPortInUseError,
     BrokerStartError,
     EmbeddedBroker,
+    LimitSettings,
     MetricsPortInUseError,
     TopicError,
     TopicSpec,
     apply_topics,
     ask_brokers,
     check_port_free,
+    check_roles,
+    load_specs,
     load_topic_specs,
     run_forever,
     run_verify_worker,
     run_worker,
     verify_topics,
+    written_roles,
 )
 from ctxbudget.resources import shipped
 
@@ -156,6 +160,13 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
     if settings.policies is None:
         settings = settings.model_copy(update={"policies": policies_dir(None)})
     try:
+        # a lane pointed at the live topic is refused before anything is asked of the broker
+        check_roles(
+            settings.topics,
+            written_roles(chosen, write_intermediate=settings.write_intermediate),
+            load_specs(LimitSettings()),
+            writer=f"worker {'-'.join(chosen)}",
+        )
         if settings.metrics_port:
             check_port_free(settings.metrics_port)
         ask_brokers(settings)  # before faust is imported: a wrong address fails in seconds

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
-from workers.lanes import LaneError, check_destination, check_roles
+from workers.lanes import LaneError, check_destination, check_roles, written_roles
 from workers.limits import LimitSettings, input_limits, load_specs
 from workers.observability import MetricsPortInUseError, check_port_free
 from workers.probe import BrokerNotAnsweringError, ask_brokers
@@ -70,6 +70,7 @@ __all__ = [
     "run_verify_worker",
     "run_worker",
     "verify_topics",
+    "written_roles",
 ]
 
 

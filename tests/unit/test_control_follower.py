@@ -121,6 +121,7 @@ def test_a_worker_without_a_trusted_key_runs_the_baseline_and_says_so(
         assert [e["event"] for e in logs] == [NO_TRUSTED_KEY]
         assert app.follower is None
         app.obs.joined(True)
+        app.obs.broker_answered()
         ok, why = app.obs.ready()
         assert ok and NO_TRUSTED_KEY in why
     finally:
