@@ -9,7 +9,7 @@ that rule. The commands and the audit sink reach Kafka through this package only
 - :mod:`ctxbudget.kafka.control`: the control topic (the state in force, a change to it);
 - :mod:`ctxbudget.kafka.replay`: where replay writes (the shadow lane, never the live topic);
 - this module: what the commands run from ``workers``: the settings, the embedded broker,
-  the topic specs and their admin, a worker.
+  the loopback Apache Kafka cluster, the topic specs and their admin, the ACL plan, a worker.
 
 Dependencies point one way: ``ctxbudget.cli`` -> ``ctxbudget.kafka`` -> ``workers`` -> the
 core. ``workers`` (the faust workers and the broker-side code) never imports this package.
@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workers.acls import ROLES, AclBinding, acl_plan, apply_acls, plan_json, principals
+from workers.acls import render_commands as render_acl_commands
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
+from workers.kafka_cluster import KafkaCluster, run_cluster_forever
 from workers.limits import LimitSettings, input_limits
 from workers.settings import TopicNames, WorkerSettings
 from workers.topic_admin import (
@@ -41,20 +44,29 @@ from workers.topics import DEFAULT_TOPICS_DIR, TopicError, TopicSpec, load_topic
 
 __all__ = [
     "DEFAULT_TOPICS_DIR",
+    "ROLES",
+    "AclBinding",
     "ApplyReport",
     "BrokerPortInUseError",
     "BrokerStartError",
     "DriftFinding",
     "EmbeddedBroker",
+    "KafkaCluster",
     "LimitSettings",
     "TopicAdminError",
     "TopicError",
     "TopicNames",
     "TopicSpec",
     "WorkerSettings",
+    "acl_plan",
+    "apply_acls",
     "apply_topics",
     "input_limits",
     "load_topic_specs",
+    "plan_json",
+    "principals",
+    "render_acl_commands",
+    "run_cluster_forever",
     "run_forever",
     "run_worker",
     "verify_topics",
