@@ -88,16 +88,17 @@ class WorkerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _one_password_source(self) -> WorkerSettings:
-        if self.sasl_password is not None and self.sasl_password_file is not None:
+        if self.sasl_password and self.sasl_password_file is not None:
             raise ValueError(
                 "set CTXBUDGET_SASL_PASSWORD or CTXBUDGET_SASL_PASSWORD_FILE, not both"
             )
         return self
 
     def password(self) -> str:
-        """The SASL password: ``sasl_password``, else the first line of ``sasl_password_file``
-        (read now, so a rotated Secret file is picked up by the next client), else ""."""
-        if self.sasl_password is not None:
+        """The SASL password: ``sasl_password`` (an empty one counts as unset), else the first
+        line of ``sasl_password_file`` (read now, so a rotated Secret file is picked up by the
+        next client), else ""."""
+        if self.sasl_password:
             return self.sasl_password.get_secret_value()
         if self.sasl_password_file is None:
             return ""

@@ -22,6 +22,7 @@ from ctxbudget.kafka import (
     TopicError,
     TopicSpec,
     apply_topics,
+    fetch_kafka,
     load_topic_specs,
     principals,
     run_cluster_forever,
@@ -67,8 +68,18 @@ ALL_STAGES = ("route", "consolidate", "select", "compress")
     show_default=True,
     help="With --kafka: create the shipped topics (replication factor = nodes).",
 )
+@click.option(
+    "--fetch-only",
+    is_flag=True,
+    help="With --kafka: fetch the jars with Maven (cached), print their folder, exit.",
+)
 def broker_cmd(
-    port: int | None, real_kafka: bool, nodes: str, data_dir: Path | None, with_topics: bool
+    port: int | None,
+    real_kafka: bool,
+    nodes: str,
+    data_dir: Path | None,
+    with_topics: bool,
+    fetch_only: bool,
 ) -> None:
     """Run a broker on 127.0.0.1 until Ctrl-C: the embedded one (memory only), or with
     --kafka a real Apache Kafka cluster (KRaft, SASL/SCRAM-SHA-512, ACLs enforced).
@@ -78,6 +89,12 @@ def broker_cmd(
     and the super user admin; passwords are never printed). Exit status 2 when the port
     asked for is in use.
     """
+    if real_kafka and fetch_only:
+        try:
+            click.echo(fetch_kafka(log=sys.stderr))
+        except BrokerStartError as e:
+            raise click.ClickException(str(e)) from e
+        return
     if real_kafka:
         if port is not None:
             raise UsageFailure("--port is for the embedded broker; Kafka nodes take free ports")

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from workers.acls import ROLES, AclBinding, acl_plan, apply_acls, plan_json, principals
 from workers.acls import render_commands as render_acl_commands
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
-from workers.kafka_cluster import KafkaCluster, run_cluster_forever
+from workers.kafka_cluster import KafkaCluster, fetch_kafka, run_cluster_forever
 from workers.limits import LimitSettings, input_limits
 from workers.settings import TopicNames, WorkerSettings
 from workers.topic_admin import (
@@ -61,6 +61,7 @@ __all__ = [
     "acl_plan",
     "apply_acls",
     "apply_topics",
+    "fetch_kafka",
     "input_limits",
     "load_topic_specs",
     "plan_json",
