@@ -51,6 +51,9 @@ class Lab:
     settings: WorkerSettings | None = None
     #: The CTXBUDGET_* variables that give the workers the same credentials.
     credentials: dict[str, str] = field(default_factory=dict)
+    #: How long the lab's consumers wait for a record before they call a topic read out
+    #: (a replicated cluster on a busy machine answers slower than the embedded broker).
+    idle_ms: int = 500
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBUDGET_SASL_")}
@@ -103,7 +106,7 @@ class Lab:
             brokers=self.broker.bootstrap,
             group_id=None,
             auto_offset_reset="earliest",
-            consumer_timeout_ms=500,
+            consumer_timeout_ms=self.idle_ms,
         )
 
 
@@ -114,6 +117,7 @@ def make_lab(
     credentials: Mapping[str, str] | None = None,
     replication_factor: int = 1,
     topic_config: Mapping[str, Mapping[str, str]] | None = None,
+    idle_ms: int = 500,
 ) -> Iterator[Lab]:
     """Private topics (``topic_config``: extra configs by role, e.g. ``{"packs": {...}}``)."""
     suffix = uuid.uuid4().hex[:8]
@@ -137,6 +141,7 @@ def make_lab(
         topics=topics,
         settings=settings,
         credentials=dict(credentials or {}),
+        idle_ms=idle_ms,
     )
     yield lab
     lab.stop_all()
