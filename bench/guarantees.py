@@ -1849,9 +1849,9 @@ class _Chaos:
 class _BrokerChaos(threading.Thread):
     """SIGKILLs the leader of the candidates and packs partitions, then rolls every node.
 
-    Runs its schedule in a thread of its own that lives until :meth:`finish` (a restarted
-    node's parent-death signal is tied to the thread that started it), so the producer and
-    the worker chaos of the main thread never wait on a broker restart.
+    Runs its schedule in a thread of its own, so the producer and the worker chaos of the
+    main thread never wait on a broker restart (the cluster starts the JVMs from its own
+    long-lived thread, so they outlive this one).
     """
 
     def __init__(

@@ -206,6 +206,7 @@ class KafkaCluster:
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._logs: dict[int, IO[bytes]] = {}
         self._cluster_id = _cluster_id()
+        self._spawner: _Spawner | None = None
 
     # -- addresses and credentials ----------------------------------------------------------
 
@@ -399,18 +400,17 @@ class KafkaCluster:
                 raise BrokerStartError(f"formatting node {node.node_id} failed:\n{tail}")
 
     def _spawn(self, node_id: int) -> None:
+        """Start a node's JVM from the cluster's spawner thread (see :class:`_Spawner`)."""
+        if self._spawner is None:
+            self._spawner = _Spawner()
         node = self._nodes[node_id]
         log = (node.folder / "broker.log").open("ab")
         self._logs[node_id] = log
-        hook = _die_with_parent if sys.platform.startswith("linux") else None
-        self._procs[node_id] = subprocess.Popen(
+        self._procs[node_id] = self._spawner.popen(
             self._java(
                 "kafka.Kafka", str(node.folder / "server.properties"), heap_mb=self._heap_mb
             ),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=hook,
+            log,
         )
 
     def admin(self, user: str = ADMIN_USER, **options: Any) -> Any:
@@ -547,6 +547,9 @@ class KafkaCluster:
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._data_dir = None
         self._nodes.clear()
+        if self._spawner is not None:
+            self._spawner.close()
+            self._spawner = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -558,6 +561,66 @@ class KafkaCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class _Spawner:
+    """One thread that starts every JVM of a cluster and lives as long as the cluster.
+
+    Each node asks Linux to SIGTERM it when the thread that started it dies (so a killed
+    test run or bench leaves no broker behind). Started from whichever thread happened to
+    restart a node (a bench's chaos thread, say), a node would die with that thread; started
+    from this one, it lives until :meth:`KafkaCluster.stop` or the process's end.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: list[tuple[list[str], IO[bytes], threading.Event, list[Any]]] = []
+        self._wake = threading.Condition(self._lock)
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="kafka-node-spawner", daemon=True)
+        self._thread.start()
+
+    def popen(self, command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+        done = threading.Event()
+        box: list[Any] = []
+        with self._wake:
+            self._requests.append((command, log, done, box))
+            self._wake.notify()
+        done.wait()
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise BrokerStartError(f"could not start a Kafka node: {result}") from result
+        proc: subprocess.Popen[bytes] = result
+        return proc
+
+    def _run(self) -> None:
+        hook = _die_with_parent if sys.platform.startswith("linux") else None
+        while True:
+            with self._wake:
+                while not self._requests and not self._closed:
+                    self._wake.wait()
+                if self._closed and not self._requests:
+                    return
+                command, log, done, box = self._requests.pop(0)
+            try:
+                box.append(
+                    subprocess.Popen(
+                        command,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=hook,
+                    )
+                )
+            except OSError as e:
+                box.append(e)
+            done.set()
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(5)
 
 
 def run_cluster_forever(

@@ -8,6 +8,7 @@ of a partition leader (replication factor 3, ``min.insync.replicas`` 2, acks=all
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,6 +125,8 @@ def test_killing_partition_leaders_and_rolling_the_cluster_loses_no_request(
     assert r["duplicates_differing"] == 0
     assert r["first_pack_not_in_process_pack"] == 0
     assert r["workers_dead_at_end"] == []
+    time.sleep(2)  # the nodes restarted by the bench's chaos thread outlive it
+    assert sorted(kafka_cluster.running_nodes()) == [1, 2, 3]
 
 
 def _tail(lab: Lab) -> str:
