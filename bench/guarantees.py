@@ -3,6 +3,7 @@
     python -m bench.guarantees fuzz   [--n 2000] [--seed 1] [--policies default@1,lean@1]
     python -m bench.guarantees poison [--seed 1] [--good 200] [--rounds 3] [--work-budget-s 2]
     python -m bench.guarantees kill   [--batches 2000] [--kills 5] [--rate 40] [--poison]
+                                      [--kafka 3 [--replicas 3] [--broker-kills 2] [--rolling]]
 
 Exit status 1 when a guarantee did not hold (a leak, a line without exactly one outcome, a
 lost request, a dead worker...), else 0.
@@ -48,6 +49,17 @@ a crash loop). With ``--poison`` the poison lines of ``poison`` (and records a f
 hold: a null value, good batches with no key or a non-UTF-8 key) go on the candidates topic
 too, and each must end as exactly one pack or one dead letter (identical repeats allowed
 after a kill), with every worker alive at the end.
+
+``kill --kafka 3``: the same on a real Apache Kafka cluster of 3 loopback nodes
+(:mod:`workers.kafka_cluster`; replication factor 3, ``min.insync.replicas`` 2, acks=all,
+SASL/SCRAM, ACLs from :mod:`workers.acls` applied, each stage worker connecting as its own
+principal). ``--replicas 3`` runs a consumer group of 3 processes per stage (the worker
+SIGKILLs pick among them); ``--broker-kills N`` SIGKILLs the node leading partition 0 of the
+candidates topic, then of the packs topic, in turn, and starts it again after
+``--broker-restart-delay-s``; ``--rolling`` then stops (SIGTERM) and restarts each node in
+turn, waiting for every replica to be back in sync before the next. A record the bench's
+producer could not get acknowledged is sent again (counted); a request is lost when the
+broker acknowledged it and no pack came.
 """
 
 from __future__ import annotations
@@ -1481,14 +1493,14 @@ def render_poison(report: dict[str, Any]) -> str:
 class _Collector(threading.Thread):
     """Reads the packs and dead-letter topics from the start: every record, with its time."""
 
-    def __init__(self, bootstrap: str, packs: str, deadletter: str) -> None:
+    def __init__(self, bootstrap: str, packs: str, deadletter: str, settings: Any = None) -> None:
         super().__init__(daemon=True, name="guarantees-collector")
         from ctxbudget.kafka import io
 
         self.packs_topic, self.dead_topic = packs, deadletter
         self.consumer = io.client(
             "consumer",
-            None,
+            settings,
             brokers=bootstrap,
             client_id="ctxbudget-bench",
             group_id=None,
@@ -1539,50 +1551,106 @@ class _Stage:
 
 
 class _Topology:
-    """One worker process per stage on a fresh embedded broker with the shipped topics."""
+    """Stage worker processes (``replicas`` per stage) on a fresh embedded broker, or on a
+    real Kafka cluster (``kafka_nodes``), with the shipped topics."""
 
-    def __init__(self, logdir: Path, env_extra: dict[str, str]) -> None:
+    def __init__(
+        self,
+        logdir: Path,
+        env_extra: dict[str, str],
+        *,
+        kafka_nodes: int = 0,
+        replicas: int = 1,
+        cluster: Any = None,
+    ) -> None:
         from workers.broker import EmbeddedBroker
         from workers.topic_admin import apply_topics
         from workers.topics import load_topic_specs
 
         self.logdir = logdir
-        self.broker = EmbeddedBroker().start()
-        apply_topics(self.broker.bootstrap, load_topic_specs(REPO / "topics"))
+        self.cluster: Any = None
+        self.client_settings: Any = None
+        group_prefix = f"guarantees-{uuid.uuid4().hex[:8]}"
+        specs = load_topic_specs(REPO / "topics")
+        self.stage_env: dict[str, dict[str, str]] = {stage: {} for stage in STAGES}
+        self.own_cluster = cluster is None
+        if cluster is not None or kafka_nodes:
+            self.cluster = self._start_cluster(kafka_nodes, specs, group_prefix, cluster)
+            self.bootstrap = self.cluster.bootstrap
+        else:
+            self.broker = EmbeddedBroker().start()
+            self.bootstrap = self.broker.bootstrap
+            apply_topics(self.bootstrap, specs)
         self.env = dict(
             os.environ,
-            CTXBUDGET_BROKERS=self.broker.bootstrap,
+            CTXBUDGET_BROKERS=self.bootstrap,
             CTXBUDGET_POLICIES=str(POLICIES),
-            CTXBUDGET_GROUP_PREFIX=f"guarantees-{uuid.uuid4().hex[:8]}",
+            CTXBUDGET_GROUP_PREFIX=group_prefix,
             CTXBUDGET_LOG_LEVEL="WARNING",
             **env_extra,
         )
+        self.slots = [
+            stage if replicas == 1 else f"{stage}-{i}"
+            for stage in STAGES
+            for i in range(1, replicas + 1)
+        ]
         self.stages: dict[str, _Stage] = {}
         self.lock = threading.Lock()
         self.exits: list[tuple[str, int | None]] = []
 
-    def spawn(self, stage: str) -> _Stage:
+    def _start_cluster(
+        self, nodes: int, specs: Sequence[Any], group_prefix: str, given: Any
+    ) -> Any:
+        """The cluster (``given``, or a new one of ``nodes``), topics and ACLs applied."""
+        from workers.acls import acl_plan, apply_acls, principals
+        from workers.kafka_cluster import KafkaCluster
+        from workers.topic_admin import apply_topics
+
+        names = principals()
+        cluster = given or KafkaCluster(nodes=nodes, users=list(names.values())).start()
+        nodes = cluster.nodes
+        try:
+            self.client_settings = cluster.settings()
+            apply_topics(
+                cluster.bootstrap, specs, replication_factor=nodes, settings=self.client_settings
+            )
+            plan = acl_plan(cluster.settings(group_prefix=group_prefix))
+            admin = cluster.admin()
+            try:
+                apply_acls(admin, plan)
+            finally:
+                admin.close()
+            cluster.wait_in_sync([spec.name for spec in specs])
+        except BaseException:
+            if given is None:
+                cluster.stop()
+            raise
+        self.stage_env = {stage: cluster.env(names[stage]) for stage in STAGES}
+        return cluster
+
+    def spawn(self, slot: str) -> _Stage:
         from workers.broker import _die_with_parent
 
-        n = self.stages[stage].started + 1 if stage in self.stages else 1
-        log = self.logdir / f"{stage}-{n}.log"
+        stage = slot.split("-")[0]
+        n = self.stages[slot].started + 1 if slot in self.stages else 1
+        log = self.logdir / f"{slot}-{n}.log"
         with log.open("wb") as fh:
             proc = subprocess.Popen(
                 [*ctxbudget_command(), "worker", stage],
-                env=self.env,
+                env={**self.env, **self.stage_env[stage]},
                 cwd=REPO,
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,
             )
-        s = _Stage(stage, proc, log, started=n)
+        s = _Stage(slot, proc, log, started=n)
         with self.lock:
-            self.stages[stage] = s
+            self.stages[slot] = s
         return s
 
     def start_all(self) -> None:
-        for stage in STAGES:
-            self.spawn(stage)
+        for slot in self.slots:
+            self.spawn(slot)
 
     def kill(self, stage: str) -> None:
         with self.lock:
@@ -1616,7 +1684,11 @@ class _Topology:
             except subprocess.TimeoutExpired:
                 s.proc.kill()
                 codes[s.name] = s.proc.wait(5)
-        self.broker.stop()
+        if self.cluster is not None:
+            if self.own_cluster:
+                self.cluster.stop()
+        else:
+            self.broker.stop()
         return codes
 
     def log_findings(self) -> dict[str, list[str]]:
@@ -1684,7 +1756,11 @@ def _warm_up(topo: _Topology, collector: _Collector, timeout_s: float) -> float:
 
     t0 = time.monotonic()
     producer = io.client(
-        "producer", None, brokers=topo.broker.bootstrap, client_id="ctxbudget-bench", acks="all"
+        "producer",
+        topo.client_settings,
+        brokers=topo.bootstrap,
+        client_id="ctxbudget-bench",
+        acks="all",
     )
     keys = set()
     for i, g in enumerate(synthetic(6, seed=987654)):
@@ -1731,7 +1807,7 @@ class _Chaos:
         now = time.monotonic() - self.t0
         while self.kills and self.kills[0] <= now:
             self.kills.pop(0)
-            up = [s for s in STAGES if s not in self._down()]
+            up = [s for s in self.topo.slots if s not in self._down()]
             if not up:
                 continue
             stage = self.rng.choice(up)
@@ -1770,6 +1846,82 @@ class _Chaos:
         return not self.kills and not self.restarts
 
 
+class _BrokerChaos(threading.Thread):
+    """SIGKILLs the leader of the candidates and packs partitions, then rolls every node.
+
+    Runs its schedule in a thread of its own, so the producer and the worker chaos of the
+    main thread never wait on a broker restart (the cluster starts the JVMs from its own
+    long-lived thread, so they outlive this one).
+    """
+
+    def __init__(
+        self,
+        cluster: Any,
+        *,
+        kill_times: Sequence[float],
+        rolling_at: float | None,
+        restart_delay_s: float,
+        t0: float,
+        topics: Sequence[str],
+    ) -> None:
+        super().__init__(daemon=True, name="guarantees-broker-chaos")
+        self.cluster, self.t0, self.delay, self.topics = cluster, t0, restart_delay_s, topics
+        self.plan: list[tuple[float, str]] = [
+            (at, ("ctx.candidates.v1", "ctx.packs.v1")[i % 2]) for i, at in enumerate(kill_times)
+        ]
+        if rolling_at is not None:
+            self.plan.append((rolling_at, "rolling"))
+        self.events: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.done = threading.Event()
+        self.finished = threading.Event()
+
+    def _now(self) -> float:
+        return round(time.monotonic() - self.t0, 1)
+
+    def _kill_leader(self, topic: str) -> None:
+        node = self.cluster.leader(topic, 0)
+        event: dict[str, Any] = {"action": f"kill -9 leader of {topic}[0]", "node": node}
+        event["at_s"] = self._now()
+        self.cluster.kill(node)
+        time.sleep(self.delay)
+        self.cluster.start_node(node)
+        event["restarted_at_s"] = self._now()
+        self.cluster.wait_in_sync(self.topics, timeout_s=300)
+        event["in_sync_at_s"] = self._now()
+        self.events.append(event)
+
+    def _rolling(self) -> None:
+        for node in (1, 2, 3):
+            event: dict[str, Any] = {"action": "rolling restart", "node": node}
+            event["at_s"] = self._now()
+            event["sigterm_exit"] = self.cluster.stop_node(node)
+            self.cluster.start_node(node)
+            event["restarted_at_s"] = self._now()
+            self.cluster.wait_in_sync(self.topics, timeout_s=300)
+            event["in_sync_at_s"] = self._now()
+            self.events.append(event)
+
+    def run(self) -> None:
+        try:
+            for at, action in sorted(self.plan):
+                while time.monotonic() - self.t0 < at:
+                    time.sleep(0.1)
+                if action == "rolling":
+                    self._rolling()
+                else:
+                    self._kill_leader(action)
+        except Exception as e:  # reported: the run's figures say what happened
+            self.errors.append(f"{type(e).__name__}: {e}")
+        finally:
+            self.done.set()
+        self.finished.wait()
+
+    def finish(self) -> None:
+        self.finished.set()
+        self.join(5)
+
+
 def _poison_outcomes(
     lines: Sequence[PoisonLine],
     keys: Sequence[str],
@@ -1804,6 +1956,44 @@ def _poison_outcomes(
     return kinds, problems, exactly_one
 
 
+def _produce_all(
+    producer: Any,
+    records: Sequence[_Record],
+    rate: float,
+    chaos: _Chaos,
+    topo: _Topology,
+    t0: float,
+) -> tuple[dict[str, float], int, float]:
+    """Send ``records`` at ``rate``, ticking the chaos; send again, as a retriever would,
+    every record the broker did not acknowledge. Returns when each was first sent, how many
+    were sent again, and when the next memory sample is due."""
+    sent_at: dict[str, float] = {}
+    pending: list[tuple[_Record, Any]] = []
+    next_rss = t0
+    for i, rec in enumerate(records):
+        due = t0 + i / rate
+        while (now := time.monotonic()) < due:
+            chaos.tick()
+            time.sleep(min(0.01, max(0.0, due - now)))
+        future = producer.send("ctx.candidates.v1", key=rec.kafka_key(), value=rec.value)
+        pending.append((rec, future))
+        sent_at.setdefault(rec.key, time.monotonic())
+        if now >= next_rss:
+            topo.sample_rss()
+            next_rss = now + 5.0
+    resent = 0
+    while pending:
+        producer.flush()
+        retry = [rec for rec, fut in pending if fut.failed()]
+        pending = []
+        for rec in retry:
+            resent += 1
+            future = producer.send("ctx.candidates.v1", key=rec.kafka_key(), value=rec.value)
+            pending.append((rec, future))
+        chaos.tick()
+    return sent_at, resent, next_rss
+
+
 def run_kill(
     *,
     batches: int,
@@ -1815,9 +2005,20 @@ def run_kill(
     drain_timeout_s: float = 300.0,
     skip: Sequence[str] = (),
     env_extra: dict[str, str] | None = None,
+    kafka_nodes: int = 0,
+    replicas: int = 1,
+    broker_kills: int = 0,
+    rolling: bool = False,
+    broker_restart_delay_s: float = 5.0,
+    cluster: Any = None,
 ) -> dict[str, Any]:
+    """``cluster``: a running :class:`~workers.kafka_cluster.KafkaCluster` to use (and leave
+    running) instead of a new broker; its shipped topics must not hold records yet."""
     from ctxbudget.kafka import io
 
+    kafka_nodes = cluster.nodes if cluster is not None else kafka_nodes
+    if (broker_kills or rolling) and kafka_nodes != 3:
+        raise ValueError("broker kills and the rolling restart need a 3-node cluster (--kafka 3)")
     rng = random.Random(f"guarantees-kill|{seed}")
     records, expected = _traffic(batches, seed)
     poison_lines_: list[PoisonLine] = []
@@ -1843,45 +2044,59 @@ def run_kill(
         "rate": rate,
         "seed": seed,
         "restart_delay_s": restart_delay_s,
+        "broker": f"Apache Kafka, {kafka_nodes} node(s)" if kafka_nodes else "embedded",
+        "workers_per_stage": replicas,
     }
+    broker_times = sorted(
+        rng.uniform(0.15 * produce_s, 0.45 * produce_s) for _ in range(broker_kills)
+    )
+    rolling_at = 0.5 * produce_s if rolling else None
     with tempfile.TemporaryDirectory(prefix="guarantees-kill-") as tmp:
-        topo = _Topology(Path(tmp), env_extra or {})
+        topo = _Topology(
+            Path(tmp), env_extra or {}, kafka_nodes=kafka_nodes, replicas=replicas, cluster=cluster
+        )
         collector: _Collector | None = None
+        brokers: _BrokerChaos | None = None
         try:
             topo.start_all()
-            collector = _Collector(topo.broker.bootstrap, "ctx.packs.v1", "ctx.deadletter.v1")
+            collector = _Collector(
+                topo.bootstrap, "ctx.packs.v1", "ctx.deadletter.v1", topo.client_settings
+            )
             collector.start()
-            report["warmup_s"] = round(_warm_up(topo, collector, 120.0), 1)
+            report["warmup_s"] = round(_warm_up(topo, collector, 180.0), 1)
             producer = io.client(
                 "producer",
-                None,
-                brokers=topo.broker.bootstrap,
+                topo.client_settings,
+                brokers=topo.bootstrap,
                 client_id="ctxbudget-bench",
                 acks="all",
                 linger_ms=5,
+                retries=2**31 - 1,
+                retry_backoff_ms=200,
+                request_timeout_ms=15000,
                 max_request_size=32 * 1024 * 1024,
             )
             t0 = time.monotonic()
             chaos = _Chaos(topo, kill_times, rng, restart_delay_s, t0)
-            sent_at: dict[str, float] = {}
-            next_rss = t0
-            for i, rec in enumerate(records):
-                due = t0 + i / rate
-                while (now := time.monotonic()) < due:
-                    chaos.tick()
-                    time.sleep(min(0.01, max(0.0, due - now)))
-                producer.send("ctx.candidates.v1", key=rec.kafka_key(), value=rec.value)
-                sent_at.setdefault(rec.key, time.monotonic())
-                if now >= next_rss:
-                    topo.sample_rss()
-                    next_rss = now + 5.0
-            producer.flush()
+            if broker_times or rolling_at is not None:
+                brokers = _BrokerChaos(
+                    topo.cluster,
+                    kill_times=broker_times,
+                    rolling_at=rolling_at,
+                    restart_delay_s=broker_restart_delay_s,
+                    t0=t0,
+                    topics=("ctx.candidates.v1", "ctx.packs.v1"),
+                )
+                brokers.start()
+            sent_at, resent, next_rss = _produce_all(producer, records, rate, chaos, topo, t0)
             producer.close()
             produced_at = time.monotonic()
             want = {r.key for r in records if r.poison is None}
             deadline = time.monotonic() + drain_timeout_s
             while time.monotonic() < deadline and (
-                collector.have(want) < len(want) or not chaos.idle
+                collector.have(want) < len(want)
+                or not chaos.idle
+                or (brokers is not None and not brokers.done.is_set())
             ):
                 chaos.tick()
                 if time.monotonic() >= next_rss:
@@ -1902,6 +2117,8 @@ def run_kill(
             if collector is not None and collector.is_alive():
                 collector.stop()
             exit_codes = topo.stop()
+            if brokers is not None:
+                brokers.finish()
         findings = topo.log_findings()
         rss = {s.name: s.rss_mb for s in topo.stages.values()}
         restarts = {s.name: s.started - 1 for s in topo.stages.values()}
@@ -1957,6 +2174,9 @@ def run_kill(
                 for k, v in rss.items()
             },
             "log_findings": findings,
+            "producer_resent": resent,
+            "broker_events": brokers.events if brokers is not None else [],
+            "broker_chaos_errors": brokers.errors if brokers is not None else [],
             "dead_letters_total": len(dead),
             "unexpected_errors": unexpected_errors(dead),
         }
@@ -1976,6 +2196,7 @@ def run_kill(
 def render_kill(report: dict[str, Any]) -> str:
     lat = report["latency_s"]
     rows = [
+        ["broker / workers per stage", f"{report['broker']} / {report['workers_per_stage']}"],
         ["requests produced (good)", report["requests"]],
         ["poison lines produced", report["poison_lines"]],
         ["rate /s", report["rate"]],
@@ -1983,6 +2204,12 @@ def render_kill(report: dict[str, Any]) -> str:
             "SIGKILLs (stage @ s)",
             ", ".join(f"{e['stage']}@{e['killed_at_s']}" for e in report["kill_events"]) or "-",
         ],
+        [
+            "broker events (node @ s)",
+            ", ".join(f"{e['action']} n{e['node']}@{e['at_s']}" for e in report["broker_events"])
+            or "-",
+        ],
+        ["records the producer sent again", report["producer_resent"]],
         ["requests with >= 1 pack", report["with_pack"]],
         ["lost", report["lost"]],
         [
@@ -2112,6 +2339,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", default="", help="poison kinds to leave out, comma-separated")
     p.add_argument("--restart-delay-s", type=float, default=1.0)
     p.add_argument("--drain-timeout-s", type=float, default=300.0)
+    p.add_argument(
+        "--kafka", type=int, choices=(0, 1, 3), default=0, help="nodes of a real Kafka cluster"
+    )
+    p.add_argument("--replicas", type=int, default=1, help="worker processes per stage")
+    p.add_argument("--broker-kills", type=int, default=0, help="SIGKILL partition leaders")
+    p.add_argument("--rolling", action="store_true", help="then restart each node in turn")
+    p.add_argument("--broker-restart-delay-s", type=float, default=5.0)
     p.add_argument("--json-out")
     return parser
 
@@ -2161,10 +2395,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             restart_delay_s=args.restart_delay_s,
             drain_timeout_s=args.drain_timeout_s,
             skip=_skip(args.skip),
+            kafka_nodes=args.kafka,
+            replicas=args.replicas,
+            broker_kills=args.broker_kills,
+            rolling=args.rolling,
+            broker_restart_delay_s=args.broker_restart_delay_s,
         )
         print(render_kill(report))
         failed = bool(
-            report["lost"]
+            report["broker_chaos_errors"]
+            or report["lost"]
             or report["duplicates_differing"]
             or report["workers_dead_at_end"]
             or report.get("poison", {}).get("problems")

@@ -72,7 +72,7 @@ def ssl_context(settings: WorkerSettings) -> ssl.SSLContext | None:
 
 
 def _password(settings: WorkerSettings) -> str:
-    return settings.sasl_password.get_secret_value() if settings.sasl_password else ""
+    return settings.password()
 
 
 def security_config(settings: WorkerSettings | None) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """Worker configuration: environment variables with the CTXBUDGET_ prefix, built once, frozen.
 
-Secrets (SASL password) are never printed: ``WorkerSettings.describe()`` masks them.
+Secrets (SASL password) are never printed: ``WorkerSettings.describe()`` masks them. The
+password comes from ``CTXBUDGET_SASL_PASSWORD`` or, better, from the file named by
+``CTXBUDGET_SASL_PASSWORD_FILE`` (a mounted Secret), read when a client is made.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ctxbudget.models import ReportModel
@@ -68,6 +70,9 @@ class WorkerSettings(BaseSettings):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    sasl_password_file: Path | None = Field(
+        default=None, description="a file holding the SASL password (instead of sasl_password)"
+    )
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -96,6 +101,30 @@ class WorkerSettings(BaseSettings):
         """An empty variable (``CTXBUDGET_CONTROL_TRUSTED_KEYS=``, as compose passes an unset
         one) means no key, not the working directory."""
         return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> WorkerSettings:
+        if self.sasl_password and self.sasl_password_file is not None:
+            raise ValueError(
+                "set CTXBUDGET_SASL_PASSWORD or CTXBUDGET_SASL_PASSWORD_FILE, not both"
+            )
+        return self
+
+    def password(self) -> str:
+        """The SASL password: ``sasl_password`` (an empty one counts as unset), else the first
+        line of ``sasl_password_file`` (read now, so a rotated Secret file is picked up by the
+        next client), else ""."""
+        if self.sasl_password:
+            return self.sasl_password.get_secret_value()
+        if self.sasl_password_file is None:
+            return ""
+        try:
+            text = self.sasl_password_file.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ValueError(
+                f"CTXBUDGET_SASL_PASSWORD_FILE {self.sasl_password_file}: cannot read it ({e})"
+            ) from e
+        return text.splitlines()[0] if text else ""
 
     def bootstrap(self) -> list[str]:
         """The bootstrap servers of ``brokers``, as a list without blanks."""

@@ -32,5 +32,6 @@ with contextlib.suppress(ModuleNotFoundError):  # the Kafka commands need the `k
     _register("kafka", "broker_cmd", "topics_cmd", "worker_cmd", "demo_cmd")
     _register("produce", "produce_cmd", "label_cmd")
     _register("control", "control_cmd")
+    _register("acls", "acls_cmd")
 with contextlib.suppress(ModuleNotFoundError):
     _register("analyst_cmds", "audit_sink_cmd", "report_cmd", "explain_cmd")

@@ -20,6 +20,7 @@ from ctxbudget.kafka import (
     BrokerPortInUseError,
     BrokerStartError,
     EmbeddedBroker,
+    KafkaCluster,
     LimitSettings,
     MetricsPortInUseError,
     TopicError,
@@ -28,8 +29,11 @@ from ctxbudget.kafka import (
     ask_brokers,
     check_port_free,
     check_roles,
+    fetch_kafka,
     load_specs,
     load_topic_specs,
+    principals,
+    run_cluster_forever,
     run_forever,
     run_verify_worker,
     run_worker,
@@ -46,14 +50,74 @@ ALL_STAGES = ("route", "consolidate", "select", "compress")
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
-    help="Port on 127.0.0.1 (default: a free one).",
+    help="Port on 127.0.0.1 (default: a free one; embedded broker only).",
 )
-def broker_cmd(port: int | None) -> None:
-    """Run the embedded Kafka-compatible broker (memory only) until Ctrl-C.
+@click.option(
+    "--kafka",
+    "real_kafka",
+    is_flag=True,
+    help="Run Apache Kafka (fetched from Maven Central with Maven) instead of the embedded one.",
+)
+@click.option(
+    "--nodes",
+    type=click.Choice(["1", "3"]),
+    default="1",
+    show_default=True,
+    help="Kafka nodes (combined broker and controller, 512 MiB heap each); with --kafka.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="An empty folder for storage, configs and credentials (default: a temporary one).",
+)
+@click.option(
+    "--topics/--no-topics",
+    "with_topics",
+    default=True,
+    show_default=True,
+    help="With --kafka: create the shipped topics (replication factor = nodes).",
+)
+@click.option(
+    "--fetch-only",
+    is_flag=True,
+    help="With --kafka: fetch the jars with Maven (cached), print their folder, exit.",
+)
+def broker_cmd(
+    port: int | None,
+    real_kafka: bool,
+    nodes: str,
+    data_dir: Path | None,
+    with_topics: bool,
+    fetch_only: bool,
+) -> None:
+    """Run a broker on 127.0.0.1 until Ctrl-C: the embedded one (memory only), or with
+    --kafka a real Apache Kafka cluster (KRaft, SASL/SCRAM-SHA-512, ACLs enforced).
 
-    Prints the bootstrap address first; point workers at it with CTXBUDGET_BROKERS.
-    Exit status 2 when the port asked for is in use.
+    Prints the bootstrap address first; point workers at it with CTXBUDGET_BROKERS. With
+    --kafka it then names the credentials file (one SCRAM user per role of `ctxbudget acls`,
+    and the super user admin; passwords are never printed). Exit status 2 when the port
+    asked for is in use.
     """
+    if real_kafka and fetch_only:
+        try:
+            click.echo(fetch_kafka(log=sys.stderr))
+        except BrokerStartError as e:
+            raise click.ClickException(str(e)) from e
+        return
+    if real_kafka:
+        if port is not None:
+            raise UsageFailure("--port is for the embedded broker; Kafka nodes take free ports")
+        try:
+            code = run_cluster_forever(
+                nodes=int(nodes),
+                users=list(principals().values()),
+                data_dir=data_dir,
+                on_ready=_cluster_topics if with_topics else None,
+            )
+        except BrokerStartError as e:
+            raise click.ClickException(f"Apache Kafka did not start: {e}") from e
+        sys.exit(code)
     try:
         code = run_forever(port=port)
     except BrokerPortInUseError as e:
@@ -61,6 +125,17 @@ def broker_cmd(port: int | None) -> None:
     except BrokerStartError as e:
         raise click.ClickException(f"the embedded broker did not start: {e}") from e
     sys.exit(code)
+
+
+def _cluster_topics(cluster: KafkaCluster) -> None:
+    """Create the shipped topics on a fresh loopback cluster, as its super user."""
+    report = apply_topics(
+        cluster.bootstrap,
+        _specs(None),
+        replication_factor=cluster.nodes,
+        settings=cluster.settings(),
+    )
+    click.echo(f"topics      {len(report.created)} created", err=True)
 
 
 def _topics_dir(option: str | None) -> Path:

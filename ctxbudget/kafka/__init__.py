@@ -9,7 +9,7 @@ that rule. The commands and the audit sink reach Kafka through this package only
 - :mod:`ctxbudget.kafka.control`: the control topic (the state in force, a change to it);
 - :mod:`ctxbudget.kafka.replay`: where replay writes (the shadow lane, never the live topic);
 - this module: what the commands run from ``workers``: the settings, the embedded broker,
-  the topic specs and their admin, a worker.
+  the loopback Apache Kafka cluster, the topic specs and their admin, the ACL plan, a worker.
 
 Dependencies point one way: ``ctxbudget.cli`` -> ``ctxbudget.kafka`` -> ``workers`` -> the
 core. ``workers`` (the faust workers and the broker-side code) never imports this package.
@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workers.acls import ROLES, AclBinding, acl_plan, apply_acls, plan_json, principals
+from workers.acls import render_commands as render_acl_commands
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
+from workers.kafka_cluster import KafkaCluster, fetch_kafka, run_cluster_forever
 from workers.lanes import LaneError, check_destination, check_roles, written_roles
 from workers.limits import LimitSettings, input_limits, load_specs
 from workers.observability import MetricsPortInUseError, check_port_free
@@ -44,12 +47,15 @@ from workers.topics import DEFAULT_TOPICS_DIR, TopicError, TopicSpec, load_topic
 
 __all__ = [
     "DEFAULT_TOPICS_DIR",
+    "ROLES",
+    "AclBinding",
     "ApplyReport",
     "BrokerNotAnsweringError",
     "BrokerPortInUseError",
     "BrokerStartError",
     "DriftFinding",
     "EmbeddedBroker",
+    "KafkaCluster",
     "LaneError",
     "LimitSettings",
     "MetricsPortInUseError",
@@ -58,14 +64,21 @@ __all__ = [
     "TopicNames",
     "TopicSpec",
     "WorkerSettings",
+    "acl_plan",
+    "apply_acls",
     "apply_topics",
     "ask_brokers",
     "check_destination",
     "check_port_free",
     "check_roles",
+    "fetch_kafka",
     "input_limits",
     "load_specs",
     "load_topic_specs",
+    "plan_json",
+    "principals",
+    "render_acl_commands",
+    "run_cluster_forever",
     "run_forever",
     "run_verify_worker",
     "run_worker",

@@ -2,17 +2,26 @@
 
 Tests that use the ``broker`` fixture (directly or through ``topics_applied`` / ``topic_factory``)
 are marked ``broker`` automatically, so ``-m "not broker"`` deselects them.
+
+``kafka_cluster`` is a real Apache Kafka cluster (3 KRaft nodes on loopback, SASL/SCRAM, ACLs
+enforced; :mod:`workers.kafka_cluster`), one per session, for the tests marked ``kafka``. They
+run where Java and Maven are installed; ``CTXBUDGET_TEST_BROKER=kafka`` (what CI sets) makes
+a missing Java or Maven a failure, ``CTXBUDGET_TEST_BROKER=embedded`` leaves them out.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
 from tests.integration.lab import Lab, PrivateBroker, lab_specs, make_lab
+from workers.acls import principals
 from workers.broker import EmbeddedBroker
+from workers.kafka_cluster import KafkaCluster
 from workers.settings import TopicNames
 from workers.topic_admin import ApplyReport, apply_topics
 from workers.topics import TopicSpec, load_topic_specs
@@ -29,6 +38,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = getattr(item, "fixturenames", ())
         if "broker" in names or "private_lab" in names:
             item.add_marker(pytest.mark.broker)
+        if "kafka_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kafka)
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +103,18 @@ def private_lab() -> Iterator[tuple[Lab, PrivateBroker]]:
     finally:
         lab.stop_all()
         own.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    """Three Apache Kafka nodes for the session, with one SCRAM user per role."""
+    wanted = os.environ.get("CTXBUDGET_TEST_BROKER", "")
+    if wanted == "embedded":
+        pytest.skip("CTXBUDGET_TEST_BROKER=embedded: the real-Kafka tests are left out")
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        if wanted == "kafka":
+            pytest.fail(f"CTXBUDGET_TEST_BROKER=kafka but {missing} not on PATH")
+        pytest.skip(f"the real-Kafka tests need {missing} (apt-get install maven openjdk-17-jre)")
+    with KafkaCluster(nodes=3, users=list(principals().values())) as cluster:
+        yield cluster

@@ -1,4 +1,9 @@
-"""A private set of topics on the session broker, worker processes, and helpers."""
+"""A private set of topics on the session broker, worker processes, and helpers.
+
+The broker is the embedded one (plaintext) or a real Apache Kafka cluster
+(:class:`workers.kafka_cluster.KafkaCluster`): then the lab's own clients and its workers
+connect with SASL/SCRAM as the cluster's ``user`` (its super user unless said otherwise).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import orjson
 from kafka import KafkaConsumer, KafkaProducer
@@ -21,17 +27,25 @@ from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.signing import generate_key_pair
 from tests.paths import REPO
+from workers import clients
 from workers.broker import EmbeddedBroker
-from workers.settings import TopicNames
+from workers.settings import TopicNames, WorkerSettings
 from workers.topic_admin import apply_topics
 from workers.topics import TopicSpec
+
+
+class Broker(Protocol):
+    """The embedded broker or a real cluster: what the lab needs of either."""
+
+    @property
+    def bootstrap(self) -> str: ...
 
 
 @dataclass
 class Lab:
     """A private set of topics on the session broker, and the workers started on them."""
 
-    broker: EmbeddedBroker
+    broker: Broker
     suffix: str
     topics: TopicNames
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -41,9 +55,17 @@ class Lab:
     #: public one.
     private_key: Path | None = None
     public_key: Path | None = None
+    #: The lab's clients' settings (None: plaintext, no credentials).
+    settings: WorkerSettings | None = None
+    #: The CTXBUDGET_* variables that give the workers the same credentials.
+    credentials: dict[str, str] = field(default_factory=dict)
+    #: How long the lab's consumers wait for a record before they call a topic read out
+    #: (a replicated cluster on a busy machine answers slower than the embedded broker).
+    idle_ms: int = 500
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CTXBUDGET_SASL_")}
+        env.update(self.credentials)
         env.update(
             {
                 "CTXBUDGET_BROKERS": self.broker.bootstrap,
@@ -84,41 +106,69 @@ class Lab:
             except subprocess.TimeoutExpired:
                 p.kill()
 
-    def producer(self) -> KafkaProducer:
-        return KafkaProducer(bootstrap_servers=self.broker.bootstrap, acks="all", linger_ms=2)
+    def producer(self, **options: Any) -> KafkaProducer:
+        config = {"acks": "all", "linger_ms": 2, **options}
+        return clients.producer(self.settings, brokers=self.broker.bootstrap, **config)
 
     def consumer(self, *topics: str) -> KafkaConsumer:
-        return KafkaConsumer(
+        return clients.consumer(
+            self.settings,
             *topics,
-            bootstrap_servers=self.broker.bootstrap,
+            brokers=self.broker.bootstrap,
             group_id=None,
             auto_offset_reset="earliest",
-            consumer_timeout_ms=500,
+            consumer_timeout_ms=self.idle_ms,
         )
 
 
-def lab_specs(topics: TopicNames) -> list[TopicSpec]:
-    """The specs of a lab's topics (the control topic has one partition, the others four)."""
+def lab_specs(
+    topics: TopicNames,
+    *,
+    replication_factor: int = 1,
+    topic_config: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[TopicSpec]:
+    """The specs of a lab's topics (the control topic has one partition, the others four;
+    ``topic_config``: extra configs by role, e.g. ``{"packs": {...}}``)."""
+    extra = topic_config or {}
     return [
         TopicSpec(
             name=n,
             description="test",
             partitions=1 if k == "control" else 4,
-            replication_factor=1,
-            config={},
+            replication_factor=replication_factor,
+            config=dict(extra.get(k, {})),
         )
         for k, n in topics.model_dump().items()
     ]
 
 
-def make_lab(broker: EmbeddedBroker) -> Iterator[Lab]:
+def make_lab(
+    broker: Broker,
+    *,
+    settings: WorkerSettings | None = None,
+    credentials: Mapping[str, str] | None = None,
+    replication_factor: int = 1,
+    topic_config: Mapping[str, Mapping[str, str]] | None = None,
+    idle_ms: int = 500,
+) -> Iterator[Lab]:
+    """Private topics on ``broker`` and an operator key pair the lab's commands sign with."""
     suffix = uuid.uuid4().hex[:8]
     names = {k: f"{v}.{suffix}" for k, v in TopicNames().model_dump().items()}
     topics = TopicNames(**names)
-    apply_topics(broker.bootstrap, lab_specs(topics))
+    specs = lab_specs(topics, replication_factor=replication_factor, topic_config=topic_config)
+    apply_topics(broker.bootstrap, specs, settings=settings)
     keys = Path(tempfile.mkdtemp(prefix="ctxbudget-lab-keys-"))
     private, public = generate_key_pair(keys)
-    lab = Lab(broker=broker, suffix=suffix, topics=topics, private_key=private, public_key=public)
+    lab = Lab(
+        broker=broker,
+        suffix=suffix,
+        topics=topics,
+        settings=settings,
+        credentials=dict(credentials or {}),
+        idle_ms=idle_ms,
+        private_key=private,
+        public_key=public,
+    )
     yield lab
     lab.stop_all()
     shutil.rmtree(keys, ignore_errors=True)

@@ -331,3 +331,37 @@ def test_demo_worker_environment_is_plaintext(
     assert not any(
         k.startswith(("CTXBUDGET_SASL_", "CTXBUDGET_SSL_", "CTXBUDGET_TOPICS__")) for k in env
     )
+
+
+def test_the_password_file_reaches_kafka_python_and_faust(tmp_path: Path) -> None:
+    """CTXBUDGET_SASL_PASSWORD_FILE: its first line is the password every client gets."""
+    secret = tmp_path / "route.password"
+    secret.write_text("from-a-file\n")
+    settings = WorkerSettings(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="ctxbudget-route",
+        sasl_password_file=secret,
+    )
+    config = clients.client_config(settings, brokers="k:9092")
+    assert config["sasl_plain_password"] == "from-a-file"
+    assert config["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert clients.faust_credentials(settings).password == "from-a-file"
+    assert "from-a-file" not in repr(settings.describe())
+    secret.write_text("rotated\n")  # read again when the next client is made
+    assert clients.client_config(settings, brokers="k:9092")["sasl_plain_password"] == "rotated"
+
+
+def test_a_password_and_a_password_file_together_are_refused(tmp_path: Path) -> None:
+    """Two sources for one secret would leave which one wins to chance."""
+    with pytest.raises(ValueError, match="not both"):
+        WorkerSettings(sasl_password="x", sasl_password_file=tmp_path / "pw")
+
+
+def test_an_unreadable_password_file_is_named(tmp_path: Path) -> None:
+    """The error names the variable and the file, not the secret."""
+    settings = WorkerSettings(
+        security_protocol="SASL_PLAINTEXT", sasl_password_file=tmp_path / "missing"
+    )
+    with pytest.raises(ValueError, match=r"CTXBUDGET_SASL_PASSWORD_FILE .*missing"):
+        clients.client_config(settings, brokers="k:9092")

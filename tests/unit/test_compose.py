@@ -183,3 +183,18 @@ def test_docker_compose_config_accepts_the_file() -> None:
         cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr.decode()
+
+
+def test_each_service_connects_as_the_principal_of_its_role() -> None:
+    """One identity per role: the workers, the topics job and the audit sink each name the
+    SCRAM user `ctxbudget acls` grants their role, with a password of their own."""
+    from workers.acls import principals
+
+    users = principals()
+    services = COMPOSE["services"]
+    roles = {**{s: s for s in (*STAGES, "shadow", "topics")}, "audit-sink": "analyst"}
+    for service, role in roles.items():
+        env = services[service]["environment"]
+        assert env["CTXBUDGET_SASL_USERNAME"] == users[role], service
+        assert f"CTXBUDGET_{role.upper()}_PASSWORD" in env["CTXBUDGET_SASL_PASSWORD"], service
+        assert env["CTXBUDGET_SECURITY_PROTOCOL"].startswith("${CTXBUDGET_SECURITY_PROTOCOL")

@@ -81,7 +81,7 @@ def test_the_k8s_set_is_complete() -> None:
     assert ("Namespace", "ctxbudget") in kinds
     assert ("ConfigMap", "ctxbudget-policies") in kinds
     assert ("ConfigMap", "ctxbudget-settings") in kinds
-    assert ("Secret", "ctxbudget-kafka") in kinds
+    assert ("Secret", "ctxbudget-kafka-topics") in kinds
     assert ("Job", "ctxbudget-topics") in kinds
     for stage in STAGES:
         assert ("Deployment", f"ctxbudget-{stage}") in kinds
@@ -304,18 +304,37 @@ def test_every_variable_set_is_one_the_code_reads() -> None:
 
 
 def test_the_kafka_secret_names_every_sasl_setting() -> None:
-    (_, secret), *_ = _of_kind("Secret")
-    names = set(secret.get("stringData", {})) | set(secret.get("data", {}))
-    assert {
-        "CTXBUDGET_SECURITY_PROTOCOL",
-        "CTXBUDGET_SASL_MECHANISM",
-        "CTXBUDGET_SASL_USERNAME",
-        "CTXBUDGET_SASL_PASSWORD",
-    } <= names
+    secrets = _of_kind("Secret")
+    assert len(secrets) == 6  # the topics job and the five Deployments
     protocol = WorkerSettings.model_fields["security_protocol"].annotation
     mechanism = WorkerSettings.model_fields["sasl_mechanism"].annotation
-    assert secret["stringData"]["CTXBUDGET_SECURITY_PROTOCOL"] in protocol.__args__
-    assert secret["stringData"]["CTXBUDGET_SASL_MECHANISM"] in mechanism.__args__
+    for _, secret in secrets:
+        names = set(secret.get("stringData", {})) | set(secret.get("data", {}))
+        assert {
+            "CTXBUDGET_SECURITY_PROTOCOL",
+            "CTXBUDGET_SASL_MECHANISM",
+            "CTXBUDGET_SASL_USERNAME",
+            "CTXBUDGET_SASL_PASSWORD",
+        } <= names
+        assert secret["stringData"]["CTXBUDGET_SECURITY_PROTOCOL"] in protocol.__args__
+        assert secret["stringData"]["CTXBUDGET_SASL_MECHANISM"] in mechanism.__args__
+
+
+def test_each_workload_reads_the_secret_of_its_own_role_only() -> None:
+    """One identity per role: a Deployment or Job names its own Secret and no other, and the
+    Secret's user is the principal `ctxbudget acls` grants that role."""
+    from workers.acls import principals
+
+    users = {
+        doc["metadata"]["name"]: doc["stringData"]["CTXBUDGET_SASL_USERNAME"]
+        for _, doc in _of_kind("Secret")
+    }
+    for _, doc in [*_of_kind("Deployment"), *_of_kind("Job")]:
+        role = doc["metadata"]["name"].removeprefix("ctxbudget-")
+        (container,) = _pod_spec(doc)["containers"]
+        secrets = [s["secretRef"]["name"] for s in container["envFrom"] if "secretRef" in s]
+        assert secrets == [f"ctxbudget-kafka-{role}"], doc["metadata"]["name"]
+        assert users[secrets[0]] == principals()[role]
 
 
 # -- deployments
@@ -333,7 +352,7 @@ def test_each_deployment_is_probed_bounded_and_unprivileged(stage: str) -> None:
     assert env["CTXBUDGET_METRICS_PORT"] == str(METRICS_PORT)
     assert env["CTXBUDGET_LOG_FORMAT"] == "json"
     sources = [next(iter(s.values()))["name"] for s in container["envFrom"]]
-    assert "ctxbudget-settings" in sources and "ctxbudget-kafka" in sources
+    assert "ctxbudget-settings" in sources and f"ctxbudget-kafka-{stage}" in sources
 
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
 
