@@ -37,6 +37,7 @@ from ctxbudget.kafka import (
     run_forever,
     run_verify_worker,
     run_worker,
+    trusted_keys,
     verify_topics,
     written_roles,
 )
@@ -242,6 +243,7 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
             load_specs(LimitSettings()),
             writer=f"worker {'-'.join(chosen)}",
         )
+        trusted_keys(settings)  # unreadable keys are a usage error, told before any broker
         if settings.metrics_port:
             check_port_free(settings.metrics_port)
         ask_brokers(settings)  # before faust is imported: a wrong address fails in seconds

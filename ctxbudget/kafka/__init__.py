@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from workers.acls import ROLES, AclBinding, acl_plan, apply_acls, plan_json, principals
 from workers.acls import render_commands as render_acl_commands
 from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
+from workers.control import trusted_keys
 from workers.kafka_cluster import KafkaCluster, fetch_kafka, run_cluster_forever
 from workers.lanes import LaneError, check_destination, check_roles, written_roles
 from workers.limits import LimitSettings, input_limits, load_specs
@@ -82,6 +83,7 @@ __all__ = [
     "run_forever",
     "run_verify_worker",
     "run_worker",
+    "trusted_keys",
     "verify_topics",
     "written_roles",
 ]
