@@ -26,7 +26,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import default_traffic, environment, write_json
+from ctxbudget.cli.blas import limit_blas_threads
+
+limit_blas_threads()  # as the packing processes run: before numpy loads
+
+from bench.common import default_traffic, environment, write_json  # noqa: E402
 
 
 def _traffic_args(p: argparse.ArgumentParser, *, n: int = 1000) -> None:

@@ -354,9 +354,7 @@ def from_musique(
     tc = counter if counter is not None else default_counter()
     awkward_rates = rates if rates is not None else HOTPOT_RATES
     return [
-        _batch(
-            q, index, seed=seed, budget=budget, awkward=awkward, rates=awkward_rates, counter=tc
-        )
+        _batch(q, index, seed=seed, budget=budget, awkward=awkward, rates=awkward_rates, counter=tc)
         for q in questions
     ]
 

@@ -23,9 +23,11 @@ comparison, MuSiQue's hop count: ``2hop``, ``3hop``, ``4hop``), then the classes
 gave (``-> point_lookup``, ...); without a known type, the routed classes alone.
 
 ``--half a`` or ``--half b`` keeps one half of the questions (by a hash of the question, the
-same halves for every set and seed): tune on one half, check the other. Below each set: the routing of each question
-type, and the safety counts of :mod:`bench.quality` (over budget, cross-tenant, injected,
-families twice, older versions) for the policy and for naive.
+same halves for every set and seed): tune on one half, check the other.
+
+Below each set: the routing of each question type, and the safety counts of
+:mod:`bench.quality` (over budget, cross-tenant, injected, families twice, older versions)
+for the policy and for naive.
 
 Data is read from ``../shared/data`` (or ``$CTXBUDGET_DATA_DIR``); a missing data set is
 skipped with a note. Nothing is written unless ``--json-out`` is given.
@@ -134,7 +136,7 @@ def run_set(name: str, generated: Sequence[GeneratedBatch], pipeline: Pipeline) 
         pack = pipeline.run(batch).pack
         cls = _class_of(batch, truth, pack)
         keys = ["all"]
-        if cls != pack.query_class or truth is not None and truth.qtype:
+        if cls != pack.query_class or (truth is not None and truth.qtype):
             keys.append(cls)
         keys.append(f"-> {pack.query_class}")
         naive = naive_assemble(batch, counter)

@@ -9,6 +9,7 @@ import unicodedata
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain, islice
 
 import numpy as np
@@ -660,3 +661,48 @@ def _append_trimmed(text: str, start: int, end: int, out: list[tuple[int, int]])
         end -= 1
     if end > start:
         out.append((start, end))
+
+
+#: A run of capitalised words ("Natalie Wood", "University of Southern California"): words
+#: opening with an upper-case letter, joined by spaces and at most one name particle each.
+_NAME_RUN = re.compile(
+    r"(?<![\w'’])[^\W\d_a-z][\w'’\-]*"
+    r"(?:\s+(?:(?:of|the|de|del|la|le|du|da|von|van|der|den|y|upon|on)\s+)?"
+    r"[^\W\d_a-z][\w'’\-]*)*"
+)
+#: A sentence opens here: the text's start, or a sentence mark and spaces before it.
+_OPENS_SENTENCE = re.compile(r"(?:^|[.!?:;\n\"“(]\s*)$")
+#: Single names shorter than this are not names a passage can be linked by ("Al", "UK").
+NAME_MIN_CHARS = 4
+#: Names are read from the first this many characters of a text (bounded work per text).
+NAME_SCAN_CHARS = 4000
+
+
+@lru_cache(maxsize=8192)
+def name_phrases(text: str) -> frozenset[str]:
+    """The proper names of a text, as lower-cased words joined by single spaces: runs of
+    capitalised words (name particles inside a run kept, a leading "the" dropped). A run
+    that opens a sentence also gives the run without its first word ("After Hall" gives
+    "hall"), and a one-word name of fewer than :data:`NAME_MIN_CHARS` letters, one that
+    opens a sentence, or a stopword, is left out. Pure; memoised per text."""
+    out: set[str] = set()
+    head = text[:NAME_SCAN_CHARS]
+    for m in _NAME_RUN.finditer(head):
+        toks = words(m.group(0))
+        opens = _OPENS_SENTENCE.search(head, max(0, m.start() - 3), m.start()) is not None
+        if opens and len(toks) > 1:
+            _add_name(toks[1:], out, opens=False)
+        _add_name(toks, out, opens=opens)
+    return frozenset(out)
+
+
+def _add_name(toks: Sequence[str], out: set[str], *, opens: bool) -> None:
+    while toks and toks[0] in STOPWORDS:
+        toks = toks[1:]
+    while toks and toks[-1] in STOPWORDS:
+        toks = toks[:-1]
+    if not toks:
+        return
+    if len(toks) == 1 and (opens or len(toks[0]) < NAME_MIN_CHARS or toks[0].isdigit()):
+        return
+    out.add(" ".join(toks))
