@@ -356,9 +356,13 @@ NAME_MAX_SHARE = 0.2
 NAME_MIN_HOLDERS = 3
 #: A one-word name links two passages only when at most this many items hold it.
 SINGLE_NAME_MAX_HOLDERS = 2
-#: The entity link a shared name earns is full when at most this many items hold the name,
-#: and shrinks with more holders (``RARE_NAME_HOLDERS / holders``).
+#: The entity link a shared name earns is strongest when at most this many items hold the
+#: name, and shrinks with more holders (``RARE_NAME_HOLDERS / holders``).
 RARE_NAME_HOLDERS = 2
+#: A shared name's link at its strongest, as a share of the link of an item about an entity
+#: the question or an admitted text names: the passage a text names by its title is the
+#: surer next hop than one that shares a name with it.
+SHARED_NAME_LINK = 0.75
 
 
 def name_holder_cap(n_items: int) -> int:
@@ -991,7 +995,7 @@ class _Admission:
                         r.stale = True
                 if passed and r.names:
                     for n, k in passed.items():
-                        strength = min(1.0, RARE_NAME_HOLDERS / k)
+                        strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / k)
                         if strength > r.shared_link and n in r.names:
                             r.shared_name, r.shared_link = n, strength
                             r.stale = True
