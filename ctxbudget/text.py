@@ -666,12 +666,20 @@ def _append_trimmed(text: str, start: int, end: int, out: list[tuple[int, int]])
 #: A run of capitalised words ("Natalie Wood", "University of Southern California"): words
 #: opening with an upper-case letter, joined by spaces and at most one name particle each.
 _NAME_RUN = re.compile(
-    r"(?<![\w'’])[^\W\d_a-z][\w'’\-]*"
+    r"[^\W\d_a-z](?<![\w'’][^\W\d_a-z])[\w'’\-]*"
     r"(?:\s+(?:(?:of|the|de|del|la|le|du|da|von|van|der|den|y|upon|on)\s+)?"
     r"[^\W\d_a-z][\w'’\-]*)*"
 )
-#: A sentence opens here: the text's start, or a sentence mark and spaces before it.
-_OPENS_SENTENCE = re.compile(r"(?:^|[.!?:;\n\"“(]\s*)$")
+#: The same runs in ASCII text (the common case: a class the engine scans for quickly; the
+#: look-behind follows the capital so the scan is not slowed by it at every position).
+_NAME_RUN_ASCII = re.compile(
+    r"[A-Z](?<![\w'][A-Z])[\w'\-]*"
+    r"(?:\s+(?:(?:of|the|de|del|la|le|du|da|von|van|der|den|y|upon|on)\s+)?"
+    r"[A-Z][\w'\-]*)*"
+)
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+#: A capitalised word after one of these (spaces between) opens a sentence or a quotation.
+_OPENERS = frozenset('.!?:;"“(\n')
 #: Single names shorter than this are not names a passage can be linked by ("Al", "UK").
 NAME_MIN_CHARS = 4
 #: Names are read from the first this many characters of a text (bounded work per text).
@@ -681,28 +689,39 @@ NAME_SCAN_CHARS = 4000
 @lru_cache(maxsize=8192)
 def name_phrases(text: str) -> frozenset[str]:
     """The proper names of a text, as lower-cased words joined by single spaces: runs of
-    capitalised words (name particles inside a run kept, a leading "the" dropped). A run
-    that opens a sentence also gives the run without its first word ("After Hall" gives
-    "hall"), and a one-word name of fewer than :data:`NAME_MIN_CHARS` letters, one that
-    opens a sentence, or a stopword, is left out. Pure; memoised per text."""
+    capitalised words (name particles inside a run kept, leading and trailing stopwords
+    dropped). A run that opens a sentence also gives the run without its first word ("After
+    Hall" gives "hall"), and a one-word name of fewer than :data:`NAME_MIN_CHARS` letters,
+    one that opens a sentence, or a stopword, is left out. Pure; memoised per text."""
     out: set[str] = set()
     head = text[:NAME_SCAN_CHARS]
-    for m in _NAME_RUN.finditer(head):
-        toks = words(m.group(0))
-        opens = _OPENS_SENTENCE.search(head, max(0, m.start() - 3), m.start()) is not None
-        if opens and len(toks) > 1:
-            _add_name(toks[1:], out, opens=False)
-        _add_name(toks, out, opens=opens)
+    ascii_text = head.isascii()
+    run = _NAME_RUN_ASCII if ascii_text else _NAME_RUN
+    for m in run.finditer(head):
+        j = m.start() - 1
+        while j >= 0 and head[j] in " \t\r\f\v":
+            j -= 1
+        opens = j < 0 or head[j] in _OPENERS
+        toks = _ASCII_WORD.findall(m.group().lower()) if ascii_text else words(m.group())
+        if len(toks) > 1:
+            if opens:
+                _add_name(toks[1:], out, opens=False)
+            _add_name(toks, out, opens=opens)
+        elif toks and not opens:
+            _add_name(toks, out, opens=False)
     return frozenset(out)
 
 
 def _add_name(toks: Sequence[str], out: set[str], *, opens: bool) -> None:
-    while toks and toks[0] in STOPWORDS:
-        toks = toks[1:]
-    while toks and toks[-1] in STOPWORDS:
-        toks = toks[:-1]
-    if not toks:
-        return
-    if len(toks) == 1 and (opens or len(toks[0]) < NAME_MIN_CHARS or toks[0].isdigit()):
-        return
-    out.add(" ".join(toks))
+    lo, hi = 0, len(toks)
+    while lo < hi and toks[lo] in STOPWORDS:
+        lo += 1
+    while hi > lo and toks[hi - 1] in STOPWORDS:
+        hi -= 1
+    if hi - lo == 1:
+        word = toks[lo]
+        if opens or len(word) < NAME_MIN_CHARS or word.isdigit():
+            return
+        out.add(word)
+    elif hi > lo:
+        out.add(" ".join(toks[lo:hi]))
