@@ -725,3 +725,13 @@ def _add_name(toks: Sequence[str], out: set[str], *, opens: bool) -> None:
         out.add(word)
     elif hi > lo:
         out.add(" ".join(toks[lo:hi]))
+
+
+def fold_accents(text: str) -> str:
+    """``text`` without its combining marks ("Aschenbrödel" -> "Aschenbrodel", "Tekezé" ->
+    "Tekeze"): how a question typed without accents still names an accented title. ASCII
+    text is returned as it is."""
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))

@@ -68,6 +68,7 @@ from ctxbudget.text import (
     STOPWORDS,
     ShingleCache,
     content_terms,
+    fold_accents,
     name_phrases,
     sentences,
     terms_of,
@@ -397,7 +398,9 @@ def linkable(name: str, holders: int) -> bool:
 def _passed_names(names: dict[str, int], qpadded: str) -> dict[str, int]:
     """The names an item can hand to the next hop: its linkable distinctive names that the
     question does not say."""
-    return {n: k for n, k in names.items() if f" {n} " not in qpadded and linkable(n, k)}
+    return {
+        n: k for n, k in names.items() if f" {fold_accents(n)} " not in qpadded and linkable(n, k)
+    }
 
 
 def _analysis_weight(analysis: SentenceAnalysis) -> int:
@@ -534,7 +537,8 @@ class EvidenceSelector:
         defaults = SetDefaults.common([(it.source_id, it.version) for it in items])
         linking = rules.weights.link > 0
         flagged = frozenset(f.chunk_id for f in flags)
-        qpadded = _padded(query.text) if linking else ""
+        # Accents folded: a question typed without them still names an accented title.
+        qpadded = _padded(fold_accents(query.text)) if linking else ""
         nq = len(qterms)
         # Each query term with a space on either side, in a fixed order.
         qkeys = [(t, f" {t} ") for t in sorted(qterms)]
@@ -587,7 +591,7 @@ class EvidenceSelector:
                     qhits=qhits,
                     subject=subject,
                     subject_key=subject_key,
-                    named=subject is not None and subject_key in qpadded,
+                    named=subject is not None and fold_accents(subject_key) in qpadded,
                     names=_passed_names(names_of[rank], qpadded) if linking else {},
                 )
             )

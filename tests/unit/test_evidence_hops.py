@@ -136,3 +136,15 @@ def test_hop_links_are_deterministic_whatever_the_candidate_order(pipeline: Pipe
         batch(list(reversed(_chain())), query=QUESTION, input_limit=900, reserve_tokens=300)
     )
     assert a.pack.rendered == b.pack.rendered
+
+
+def test_a_question_without_accents_names_an_accented_title(pipeline: Pipeline) -> None:
+    """ "Aschenbrodel" in the question names the passage titled "Aschenbrödel"."""
+    cands = [
+        _para("Aschenbrödel", "Aschenbrödel is a ballet with music by Johann Strauss II.", 1.0),
+        _para("Ballet", "A ballet is a dance work. " + FILLER, 5.0),
+    ]
+    b = batch(cands, query="Who composed the music of Aschenbrodel?")
+    packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+    basis = {packed.consolidated.items[a.item].title: a.basis for a in packed.admitted}
+    assert "named_entity" in basis["Aschenbrödel"]
