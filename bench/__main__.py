@@ -7,7 +7,8 @@
     python -m bench soak     [--minutes 10] [--rate 100] [--topology fused] [--json-out F]
     python -m bench soak --no-broker [--minutes 60] [--n 5000]   (the record path alone)
     python -m bench soak --no-broker --hostile 4 [--rate 20]      (... with hostile batches)
-    python -m bench quality  [--policy default@1] [--compare lean@1] [--sets a,b] [--json-out F]
+    python -m bench quality  [--policy default@1] [--compare lean@1] [--sets a,b]
+                             [--half a|b] [--json-out F]
     python -m bench hostile  [--cases identical-3000,tokenizer-400] [--json-out F]
     python -m bench drift    [--alpha 0.1] [--null-requests 10000] [--json-out F]
     python -m bench verify   [--sets dev,heldout] [--per-pack 5] [--repeats 3] [--json-out F]
@@ -29,7 +30,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import default_traffic, environment, write_json
+from ctxbudget.cli.blas import limit_blas_threads
+
+limit_blas_threads()  # as the packing processes run: before numpy loads
+
+from bench.common import default_traffic, environment, write_json  # noqa: E402
 
 
 def _traffic_args(p: argparse.ArgumentParser, *, n: int = 1000) -> None:
@@ -132,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", action="append", default=[], help="another policy to run too")
     p.add_argument("--sets", default="", help="comma-separated traffic sets (default: all)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--half", choices=("a", "b"), default=None, help="one half of the questions only"
+    )
     p.add_argument("--json-out")
 
     p = sub.add_parser("hostile", help="what hostile batches cost: time and peak RSS per case")
@@ -197,11 +205,14 @@ def _quality(args: Any, report: dict[str, Any]) -> None:
 
     sets = [s for s in args.sets.split(",") if s]
     report["policies"] = {}
+    built: dict[str, Any] = {}
     for ref in (args.policy, *args.compare):
         results = quality_suite.run(
             ref,
             seed=args.seed,
             sets=sets or None,
+            half=args.half,
+            built=built,
             progress=lambda m: print(m, file=sys.stderr, flush=True),
         )
         print(quality_suite.format_results(ref, results), end="\n\n", flush=True)

@@ -1,24 +1,33 @@
 """``python -m bench quality``: packing quality side by side with the naive assembler.
 
-For each traffic set (HotpotQA multi-hop at a moderate and a tight budget, with and without
-the awkward cases; MS MARCO TREC-DL19 with its awkward cases), the batches are packed with a
-policy and filled by the naive assembler (sort by score, fill the same evidence budget), and
-the table shows, overall and per query class:
+For each traffic set (HotpotQA two-hop and MuSiQue composed 2-4 hop questions at a moderate
+and a tight budget, with and without the awkward cases; MS MARCO TREC-DL19 with its awkward
+cases), the batches are packed with a policy and filled by the naive assembler (sort by
+score, fill the same evidence budget), and the table shows, overall, per question type and
+per routed query class:
 
 * ``needed``: the share of labelled relevant passages admitted (representative or merged
   member of an admitted item);
 * ``support``: the share of labelled supporting sentences present verbatim in the rendered
-  block (HotpotQA only: its truth names them). The naive assembler renders whole passages,
-  so a sentence is kept when its passage is admitted;
+  block. HotpotQA labels its supporting sentences; MuSiQue labels paragraphs only, so its
+  truth names the sentences that carry each hop (the one naming the hop's answer, and the
+  one naming the previous hop's answer: see :mod:`bench.musique`). The naive assembler
+  renders whole passages, so a sentence is kept when its passage is admitted;
 * ``all``: the share of queries with every needed passage admitted;
 * ``tokens``: mean evidence tokens used, and ``budget``: mean evidence budget;
 * ``markup/item``: the policy's envelope cost, the tokens of each rendered item minus the
   tokens of its text alone, averaged over items (the set's frame not included).
 
-The query class is the question type when the traffic knows it (HotpotQA's bridge and
-comparison), else the class the router gave. Below each set: the routing of each question
-type, and the safety counts of :mod:`bench.quality` (over budget, cross-tenant, injected,
-families twice, older versions) for the policy and for naive.
+The rows under a set are the question types the traffic knows (HotpotQA's bridge and
+comparison, MuSiQue's hop count: ``2hop``, ``3hop``, ``4hop``), then the classes the router
+gave (``-> point_lookup``, ...); without a known type, the routed classes alone.
+
+``--half a`` or ``--half b`` keeps one half of the questions (by a hash of the question, the
+same halves for every set and seed): tune on one half, check the other.
+
+Below each set: the routing of each question type, and the safety counts of
+:mod:`bench.quality` (over budget, cross-tenant, injected, families twice, older versions)
+for the policy and for naive.
 
 Data is read from ``../shared/data`` (or ``$CTXBUDGET_DATA_DIR``); a missing data set is
 skipped with a note. Nothing is written unless ``--json-out`` is given.
@@ -26,6 +35,7 @@ skipped with a note. Nothing is written unless ``--json-out`` is given.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -124,11 +134,15 @@ def run_set(name: str, generated: Sequence[GeneratedBatch], pipeline: Pipeline) 
     for g in generated:
         batch, truth = g.batch, g.truth
         pack = pipeline.run(batch).pack
+        cls = _class_of(batch, truth, pack)
+        keys = ["all"]
+        if cls != pack.query_class or (truth is not None and truth.qtype):
+            keys.append(cls)
+        keys.append(f"-> {pack.query_class}")
         naive = naive_assemble(batch, counter)
         pack_adm[batch.request_id] = admission_from_pack(pack)
         naive_adm[batch.request_id] = admission_from_naive(naive)
         needed = set(batch.labels.relevant_chunk_ids) if batch.labels else set()
-        cls = _class_of(batch, truth, pack)
         routing[cls][pack.query_class] += 1
         support = truth.support if truth is not None else {}
         n_support = sum(len(v) for v in support.values())
@@ -139,7 +153,7 @@ def run_set(name: str, generated: Sequence[GeneratedBatch], pipeline: Pipeline) 
         naive_texts = [by_id[c].text for c in naive.admitted_chunk_ids if c in by_id]
         items = len(pack.evidence)
         markup = sum(e.tokens - counter.count(escape_text(e.text)) for e in pack.evidence)
-        for key in ("all", cls) if cls != "all" else ("all",):
+        for key in keys:
             ours[key].items += items
             ours[key].markup += markup
         for tally, kept, sk, tokens, budget in (
@@ -158,7 +172,7 @@ def run_set(name: str, generated: Sequence[GeneratedBatch], pipeline: Pipeline) 
                 naive.budget.evidence_budget,
             ),
         ):
-            for key in ("all", cls) if cls != "all" else ("all",):
+            for key in keys:
                 tally[key].add(len(needed), kept, n_support, sk, tokens, budget)
     result.seconds = time.perf_counter() - started
     batches = [g.batch for g in generated]
@@ -180,7 +194,7 @@ def run_set(name: str, generated: Sequence[GeneratedBatch], pipeline: Pipeline) 
 
 
 def _all_first(kv: tuple[str, Any]) -> tuple[int, str]:
-    return (0 if kv[0] == "all" else 1, kv[0])
+    return (0 if kv[0] == "all" else 2 if kv[0].startswith("->") else 1, kv[0])
 
 
 def _hotpot_builder(
@@ -191,16 +205,43 @@ def _hotpot_builder(
     return lambda: from_hotpot(data_dir, seed=seed, budget=budget, awkward=awkward)
 
 
+def _musique_builder(
+    data_dir: Path | None, seed: int, budget: str, awkward: bool
+) -> Callable[[], list[GeneratedBatch]]:
+    from bench.musique import from_musique
+
+    return lambda: from_musique(data_dir, seed=seed, budget=budget, awkward=awkward)
+
+
+def in_half(question: str, half: str | None) -> bool:
+    """Whether a question belongs to ``half`` (``"a"`` or ``"b"``, by a hash of its text;
+    ``None`` keeps every question)."""
+    if half is None:
+        return True
+    digest = hashlib.sha256(question.encode("utf-8")).digest()
+    return (digest[0] & 1) == (0 if half == "a" else 1)
+
+
 def traffic_sets(
-    seed: int, *, hotpot: bool = True, msmarco: bool = True, data_dir: Path | None = None
+    seed: int,
+    *,
+    hotpot: bool = True,
+    musique: bool = True,
+    msmarco: bool = True,
+    data_dir: Path | None = None,
 ) -> list[tuple[str, Callable[[], list[GeneratedBatch]]]]:
     """The traffic sets of the benchmark, built lazily (name, builder)."""
     out: list[tuple[str, Callable[[], list[GeneratedBatch]]]] = []
-    if hotpot:
+    for prefix, wanted, builder in (
+        ("hotpot", hotpot, _hotpot_builder),
+        ("musique", musique, _musique_builder),
+    ):
+        if not wanted:
+            continue
         for budget in ("moderate", "tight"):
             for awkward in (False, True):
-                name = f"hotpot-{budget}{'-awkward' if awkward else ''}"
-                out.append((name, _hotpot_builder(data_dir, seed, budget, awkward)))
+                name = f"{prefix}-{budget}{'-awkward' if awkward else ''}"
+                out.append((name, builder(data_dir, seed, budget, awkward)))
     if msmarco:
         out.append(("msmarco-awkward", lambda: from_msmarco(data_dir, seed=seed)))
     return out
@@ -214,19 +255,26 @@ def run(
     policies_dir: Path | None = None,
     data_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    half: str | None = None,
+    built: dict[str, list[GeneratedBatch]] | None = None,
 ) -> list[SetResult]:
+    """Pack the sets with ``policy_ref``; ``built`` keeps the traffic built for another
+    policy (name -> batches), so a comparison builds each set once."""
     store = PolicyStore.load(policies_dir or default_policies_dir())
     pipeline = Pipeline.from_store(store, policy_ref)
+    cache = built if built is not None else {}
     results = []
     for name, build in traffic_sets(seed, data_dir=data_dir):
         if sets and name not in sets:
             continue
-        try:
-            generated = build()
-        except TrafficError as e:
-            if progress:
-                progress(f"{name}: skipped ({e})")
-            continue
+        if name not in cache:
+            try:
+                cache[name] = build()
+            except TrafficError as e:
+                if progress:
+                    progress(f"{name}: skipped ({e})")
+                continue
+        generated = [g for g in cache[name] if in_half(g.batch.query.text, half)]
         if progress:
             progress(f"{name}: {len(generated)} batches ...")
         results.append(run_set(name, generated, pipeline))

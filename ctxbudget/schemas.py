@@ -430,7 +430,8 @@ class Admission(WireModel):
     compress_to: int | None = None
     #: Why it earned its place: ``query_terms`` (uncovered query terms), ``facet`` (an
     #: option or sub-question), ``named_entity`` (an entity the question names),
-    #: ``bridge:<entity>`` (about an entity an admitted item mentions), ``excerpt``
+    #: ``bridge:<entity>`` (about an entity an admitted item mentions),
+    #: ``shared_name:<name>`` (holds a distinctive name an admitted item hands on), ``excerpt``
     #: (admitted as its best sentences), ``leftover`` (compressed into the room left).
     basis: tuple[str, ...] = ()
 

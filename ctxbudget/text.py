@@ -9,6 +9,7 @@ import unicodedata
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain, islice
 
 import numpy as np
@@ -660,3 +661,77 @@ def _append_trimmed(text: str, start: int, end: int, out: list[tuple[int, int]])
         end -= 1
     if end > start:
         out.append((start, end))
+
+
+#: A run of capitalised words ("Natalie Wood", "University of Southern California"): words
+#: opening with an upper-case letter, joined by spaces and at most one name particle each.
+_NAME_RUN = re.compile(
+    r"[^\W\d_a-z](?<![\w'’][^\W\d_a-z])[\w'’\-]*"
+    r"(?:\s+(?:(?:of|the|de|del|la|le|du|da|von|van|der|den|y|upon|on)\s+)?"
+    r"[^\W\d_a-z][\w'’\-]*)*"
+)
+#: The same runs in ASCII text (the common case: a class the engine scans for quickly; the
+#: look-behind follows the capital so the scan is not slowed by it at every position).
+_NAME_RUN_ASCII = re.compile(
+    r"[A-Z](?<![\w'][A-Z])[\w'\-]*"
+    r"(?:\s+(?:(?:of|the|de|del|la|le|du|da|von|van|der|den|y|upon|on)\s+)?"
+    r"[A-Z][\w'\-]*)*"
+)
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+#: A capitalised word after one of these (spaces between) opens a sentence or a quotation.
+_OPENERS = frozenset('.!?:;"“(\n')
+#: Single names shorter than this are not names a passage can be linked by ("Al", "UK").
+NAME_MIN_CHARS = 4
+#: Names are read from the first this many characters of a text (bounded work per text).
+NAME_SCAN_CHARS = 4000
+
+
+@lru_cache(maxsize=8192)
+def name_phrases(text: str) -> frozenset[str]:
+    """The proper names of a text, as lower-cased words joined by single spaces: runs of
+    capitalised words (name particles inside a run kept, leading and trailing stopwords
+    dropped). A run that opens a sentence also gives the run without its first word ("After
+    Hall" gives "hall"), and a one-word name of fewer than :data:`NAME_MIN_CHARS` letters,
+    one that opens a sentence, or a stopword, is left out. Pure; memoised per text."""
+    out: set[str] = set()
+    head = text[:NAME_SCAN_CHARS]
+    ascii_text = head.isascii()
+    run = _NAME_RUN_ASCII if ascii_text else _NAME_RUN
+    for m in run.finditer(head):
+        j = m.start() - 1
+        while j >= 0 and head[j] in " \t\r\f\v":
+            j -= 1
+        opens = j < 0 or head[j] in _OPENERS
+        toks = _ASCII_WORD.findall(m.group().lower()) if ascii_text else words(m.group())
+        if len(toks) > 1:
+            if opens:
+                _add_name(toks[1:], out, opens=False)
+            _add_name(toks, out, opens=opens)
+        elif toks and not opens:
+            _add_name(toks, out, opens=False)
+    return frozenset(out)
+
+
+def _add_name(toks: Sequence[str], out: set[str], *, opens: bool) -> None:
+    lo, hi = 0, len(toks)
+    while lo < hi and toks[lo] in STOPWORDS:
+        lo += 1
+    while hi > lo and toks[hi - 1] in STOPWORDS:
+        hi -= 1
+    if hi - lo == 1:
+        word = toks[lo]
+        if opens or len(word) < NAME_MIN_CHARS or word.isdigit():
+            return
+        out.add(word)
+    elif hi > lo:
+        out.add(" ".join(toks[lo:hi]))
+
+
+def fold_accents(text: str) -> str:
+    """``text`` without its combining marks ("Aschenbrödel" -> "Aschenbrodel", "Tekezé" ->
+    "Tekeze"): how a question typed without accents still names an accented title. ASCII
+    text is returned as it is."""
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))

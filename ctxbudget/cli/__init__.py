@@ -5,9 +5,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 
-import click
+from ctxbudget.cli.blas import limit_blas_threads
 
-from ctxbudget import __version__
+limit_blas_threads()  # before anything imports numpy
+
+import click  # noqa: E402  (after the BLAS thread limit)
+
+from ctxbudget import __version__  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter
 from typing import Protocol, cast
@@ -69,6 +69,8 @@ from ctxbudget.text import (
     STOPWORDS,
     ShingleCache,
     content_terms,
+    fold_accents,
+    name_phrases,
     sentences,
     terms_of,
     word_skeleton,
@@ -129,6 +131,12 @@ class _Option:
     named: bool = False
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
     linked_from: str | None = None
+    #: The distinctive names of the item's text (:func:`distinctive_names`), and the one it
+    #: shares with an admitted item (the hop that item leads to), if any.
+    names: dict[str, int] = field(default_factory=dict)
+    shared_name: str | None = None
+    #: The link that name earns: fewer holders, a stronger link.
+    shared_link: float = 0.0
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
     #: smaller than the whole text); worked out when first needed, and left empty when the
     #: text has no more sentences than an excerpt keeps.
@@ -211,13 +219,15 @@ _ENVIRONMENT = frozenset(
 _CHOICE = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or)\s", re.I)
 _PAIR = re.compile(r"\s(?:and|with|to)\s", re.I)
 _TOKEN = re.compile(r"[^\s,;:?!()\"“”]+|[,;:?!()\"“”]")
+#: A parenthetical qualifier closing a name ("North Marion High School (Oregon)").
+_QUALIFIER = re.compile(r"\s*\([^()]{1,40}\)\s*$")
 _PARTICLES = frozenset(["of", "the", "de", "del", "la", "le", "du", "da", "von", "van", "y", "&"])
 
 
 def _name_side(segment: str, *, before: bool) -> list[str]:
     """Up to five words of the name next to a connector: capitalised words (and particles
     inside a name), read away from the connector up to punctuation or a plain word."""
-    tokens = _TOKEN.findall(segment)
+    tokens = _TOKEN.findall(_QUALIFIER.sub("", segment) if before else segment)
     if before:
         tokens.reverse()
     out: list[str] = []
@@ -321,10 +331,15 @@ def subject_of(title: str | None) -> str | None:
 
 
 def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
-    """The entities the items are about, as space-padded phrases, sorted and distinct."""
+    """What a sentence can name to carry the question on to another passage, as
+    space-padded phrases, sorted and distinct: the entities the items are about (their
+    titles) and the distinctive names at least two of them share (:func:`distinctive_names`)."""
     subjects = {subject_of(it.title) for it in items}
     subjects.discard(None)
-    return tuple(sorted(f" {s} " for s in subjects if s is not None))
+    shared: set[str] = set()
+    for names in distinctive_names(items, shared_only=True):
+        shared.update(n for n, k in names.items() if linkable(n, k))
+    return tuple(sorted({f" {s} " for s in subjects if s is not None} | {f" {n} " for n in shared}))
 
 
 def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]:
@@ -334,6 +349,59 @@ def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]
         return links
     key = f" {own} "
     return tuple([x for x in links if x != key])
+
+
+#: A name held by more than this share of a batch's items (and by more than
+#: :data:`NAME_MIN_HOLDERS`) is too common to link two passages: a country, a city, a
+#: word capitalised everywhere.
+NAME_MAX_SHARE = 0.2
+NAME_MIN_HOLDERS = 3
+#: A one-word name links two passages only when at most this many items hold it.
+SINGLE_NAME_MAX_HOLDERS = 2
+#: The entity link a shared name earns is strongest when at most this many items hold the
+#: name, and shrinks with more holders (``RARE_NAME_HOLDERS / holders``).
+RARE_NAME_HOLDERS = 2
+#: A shared name's link at its strongest, as a share of the link of an item about an entity
+#: the question or an admitted text names: the passage a text names by its title is the
+#: surer next hop than one that shares a name with it.
+SHARED_NAME_LINK = 0.75
+
+
+def name_holder_cap(n_items: int) -> int:
+    """How many items of a batch of ``n_items`` may hold a name it still links by."""
+    return max(NAME_MIN_HOLDERS, int(n_items * NAME_MAX_SHARE))
+
+
+def distinctive_names(
+    items: Sequence[ConsolidatedItem], *, shared_only: bool = False
+) -> list[dict[str, int]]:
+    """Per item, the names of its text (:func:`~ctxbudget.text.name_phrases`) that few items
+    of the batch hold (document frequency within the batch at most :func:`name_holder_cap`),
+    each with the number of items holding it: what a hop passes on. With ``shared_only``,
+    only the names another item holds too."""
+    found = [name_phrases(it.text) for it in items]
+    holders: dict[str, int] = {}
+    for names in found:
+        for n in names:
+            holders[n] = holders.get(n, 0) + 1
+    cap = name_holder_cap(len(items))
+    low = 2 if shared_only else 1
+    return [{n: holders[n] for n in sorted(names) if low <= holders[n] <= cap} for names in found]
+
+
+def linkable(name: str, holders: int) -> bool:
+    """Whether a distinctive name can link two passages: a name of several words, or a
+    one-word name no more than :data:`SINGLE_NAME_MAX_HOLDERS` items hold (one word is
+    capitalised in many senses: a month, a demonym, a surname)."""
+    return " " in name or holders <= SINGLE_NAME_MAX_HOLDERS
+
+
+def _passed_names(names: dict[str, int], qpadded: str) -> dict[str, int]:
+    """The names an item can hand to the next hop: its linkable distinctive names that the
+    question does not say."""
+    return {
+        n: k for n, k in names.items() if f" {fold_accents(n)} " not in qpadded and linkable(n, k)
+    }
 
 
 def _analysis_weight(analysis: SentenceAnalysis) -> int:
@@ -426,6 +494,7 @@ class EvidenceSelector:
             qterms,
             facets,
             self._stepper(items, qterms, rules),
+            self._passer(qterms),
         )
         run.admit_all(options, fates)
         budget_dropped = [o.item for o in run.budget_waiting]
@@ -471,11 +540,16 @@ class EvidenceSelector:
         defaults = SetDefaults.common([(it.source_id, it.version) for it in items])
         linking = rules.weights.link > 0
         flagged = frozenset(f.chunk_id for f in flags)
-        qpadded = _padded(query.text) if linking else ""
+        # Accents folded: a question typed without them still names an accented title.
+        qpadded = _padded(fold_accents(query.text)) if linking else ""
         nq = len(qterms)
         # Each query term with a space on either side, in a fixed order.
         qkeys = [(t, f" {t} ") for t in sorted(qterms)]
         flagged_auth = bool(flagged)
+        # The names the question does not say: what an admitted passage hands to the next hop.
+        names_of = (
+            distinctive_names([items[i] for i in eligible], shared_only=True) if linking else []
+        )
         out: list[_Option] = []
         append = out.append
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
@@ -520,7 +594,8 @@ class EvidenceSelector:
                     qhits=qhits,
                     subject=subject,
                     subject_key=subject_key,
-                    named=subject is not None and subject_key in qpadded,
+                    named=subject is not None and fold_accents(subject_key) in qpadded,
+                    names=_passed_names(names_of[rank], qpadded) if linking else {},
                 )
             )
         named = {o.subject for o in out if o.named and o.subject is not None}
@@ -559,6 +634,23 @@ class EvidenceSelector:
             return excerpt_steps(it, qstems, links_for(it, links), analysis, self.estimate)
 
         return steps
+
+    def _passer(self, qterms: frozenset[str]) -> Callable[[_Option], dict[str, int]]:
+        """The names an admitted item hands on: those of its sentences that carry the
+        question (a query term) or its own link (the name or subject it was reached by)."""
+        qstems = query_stems(qterms)
+
+        def passes(o: _Option) -> dict[str, int]:
+            found = self.analyse(o.text)
+            keys = [f" {k} " for k in (o.linked_from, o.shared_name, o.subject) if k]
+            hop = [
+                pad
+                for st, pad in zip(found.stems, found.padded, strict=True)
+                if not st.isdisjoint(qstems) or any(k in pad for k in keys)
+            ]
+            return {n: k for n, k in o.names.items() if any(f" {n} " in pad for pad in hop)}
+
+        return passes
 
     @staticmethod
     def _facets(query: Query, rules: ClassPolicy) -> list[frozenset[str]]:
@@ -618,9 +710,12 @@ class _Admission:
         qterms: frozenset[str],
         facets: list[frozenset[str]],
         stepper: Callable[[_Option], tuple[int, ...]] | None = None,
+        passes: Callable[[_Option], dict[str, int]] | None = None,
     ) -> None:
         self.rules = rules
         self.stepper = stepper
+        #: The names an admitted option hands to the next hop (default: all its names).
+        self.passes = passes
         self.remaining = budget - SET_OVERHEAD_TOKENS
         self.qterms = qterms
         self.nq = len(qterms)
@@ -656,10 +751,10 @@ class _Admission:
         hay = o.hay
         return len(terms_of([w for w in f if f" {w} " in hay])) * 2 >= len(f)
 
-    def _link(self, o: _Option) -> float:
+    def _title_link(self, o: _Option) -> bool:
         if o.subject is None or o.subject in self.subjects:
-            return 0.0
-        return 1.0 if o.named or o.linked_from is not None else 0.0
+            return False
+        return o.named or o.linked_from is not None
 
     def _prepare(self, options: Sequence[_Option]) -> None:
         """Set the options' admission state for an empty pack, and index them by query
@@ -692,7 +787,7 @@ class _Admission:
                 if subject is not None
                 and subject not in self.subjects
                 and (o.named or o.linked_from is not None)
-                else 0.0
+                else o.shared_link
             )
             o.util = (
                 w.relevance * o.rel
@@ -711,8 +806,10 @@ class _Admission:
             out.append("query_terms")
         if o.open_facets:
             out.append("facet")
-        if self._link(o):
+        if self._title_link(o):
             out.append("named_entity" if o.named else f"bridge:{o.linked_from}")
+        if o.shared_name is not None:
+            out.append(f"shared_name:{o.shared_name}")
         return tuple(out)
 
     def excerpt_est(self, o: _Option, *, exact: bool = True) -> int | None:
@@ -875,18 +972,10 @@ class _Admission:
                 r.stale = True
 
     def _reach(self, o: _Option, *groups: Sequence[_Option]) -> None:
-        """What admitted ``o`` does to the items still waiting (in ``groups``): those whose
-        subject its text mentions are linked from it (the bridge), and their novelty counts
-        its shingles."""
+        """What admitted ``o`` does to the items still waiting (in ``groups``): they may be
+        linked from it (:meth:`_link_from`), and their novelty counts its shingles."""
         if self.linking:
-            padded = ""
-            for waiting in groups:
-                for r in waiting:
-                    if r.subject is not None and r.linked_from is None and not r.named:
-                        padded = padded or o.padded_words()
-                        if r.subject_key in padded:
-                            r.linked_from = o.subject
-                            r.stale = True
+            self._link_from(o, groups)
         grams = o.grams
         if grams:
             for waiting in groups:
@@ -896,6 +985,29 @@ class _Admission:
                         share = len(theirs & grams) / len(theirs)
                         if share > r.overlap:
                             r.overlap = share
+                            r.stale = True
+
+    def _link_from(self, o: _Option, groups: Sequence[Sequence[_Option]]) -> None:
+        """Link the waiting items admitted ``o`` leads to: those whose subject its text
+        mentions (the bridge), and those that share a distinctive name it hands on (the
+        next hop; the rarer the name, the stronger the link, the first name in sorted order
+        among equals)."""
+        padded = ""
+        passed = o.names
+        if passed and self.passes is not None:
+            passed = self.passes(o)
+        for waiting in groups:
+            for r in waiting:
+                if r.subject is not None and r.linked_from is None and not r.named:
+                    padded = padded or o.padded_words()
+                    if r.subject_key in padded:
+                        r.linked_from = o.subject
+                        r.stale = True
+                if passed and r.names:
+                    for n, k in passed.items():
+                        strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / k)
+                        if strength > r.shared_link and n in r.names:
+                            r.shared_name, r.shared_link = n, strength
                             r.stale = True
 
     def _record(

@@ -226,3 +226,34 @@ def test_the_exact_pair_search_and_the_shared_shingle_table_agree(store: PolicyS
     table = Consolidator(policy=policy).run(routed)
     assert encode(exact) == encode(table)
     assert len(table.items) < 7  # copies were found
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["two documents", "one document, far apart", "two sources of high authority"],
+)
+def test_identical_text_under_two_chunk_ids_is_one_family(store: PolicyStore, where: str) -> None:
+    """A paragraph repeated under a second chunk id is one family, with nothing else in the
+    batch near it."""
+    text = "Natalie Wood was an American actress who began acting in films at the age of four."
+    other = "The film was released in 1961 and directed by Robert Wise, with music by Bernstein."
+    kw_a: dict[str, object] = {"doc_id": "d1"}
+    kw_b: dict[str, object] = {"doc_id": "d2"}
+    if where == "one document, far apart":
+        kw_b = {"doc_id": "d1", "span": {"start": 900, "end": 900 + len(text)}}
+        kw_a = {"doc_id": "d1", "span": {"start": 0, "end": len(text)}}
+    elif where == "two sources of high authority":
+        kw_a = {"doc_id": "d1", "source_id": "s1", "authority": 0.95}
+        kw_b = {"doc_id": "d2", "source_id": "s2", "authority": 0.95}
+    out = consolidate(
+        store,
+        batch(
+            [
+                candidate("a", text, 2.0, **kw_a),
+                candidate("b", text, 1.0, **kw_b),
+                candidate("c", other, 1.5),
+            ]
+        ),
+    )
+    assert sorted(it.chunk_ids for it in out.items) == [("a", "b"), ("c",)]
+    assert [(f.chunk_id, f.reason) for f in out.dropped] == [("b", "duplicate")]

@@ -267,3 +267,55 @@ def test_an_item_held_by_the_source_cap_is_linked_while_it_waits(pipeline: Pipel
     basis = {items[a.item].title: a.basis for a in packed.admitted}
     assert order == ["Big Stone Gap (film)", "Film review", "Adriana Trigiani"]
     assert "bridge:film review" in basis["Adriana Trigiani"]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which film whose director is younger, Charge It To Me or Danger: Diabolik?",
+        "Who was born first, Ivan Foster or Jean Eustache?",
+        "Are the directors of films The Hunting Party and Il Sorpasso both from the same country?",
+        "Do both films The Falcon and Happy Go Lovely have the directors from the same country?",
+        "Which film has the director died earlier, Ek Cheez Milli Hai or The Big Town Round-Up?",
+        "Is Tulsa or Denver the more populous city?",
+    ],
+)
+def test_composed_comparisons_route_to_comparison_with_options(
+    store: PolicyStore, question: str
+) -> None:
+    """Comparisons of composed questions are comparisons, and name two options."""
+    policy, rules = store.get("default@1")
+    assert classify(Query(text=question), rules, policy.fallback_class).query_class == (
+        "comparison"
+    )
+    assert len(comparison_options(question)) == 2
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Who is the mother of the director of film Polish-Russian War?",
+        "What is the place of birth of the performer of song Blue Or Green?",
+        "Which award did the director of film War or Peace win?",
+        "Who was born first in the family of Charles Darwin?",
+        "Who was the first president of the association which published Journal of Psychotherapy"
+        " Integration?",
+    ],
+)
+def test_composed_bridge_questions_do_not_route_to_comparison(
+    store: PolicyStore, question: str
+) -> None:
+    """A chain of hops that happens to hold "or" or "first" is not a comparison."""
+    policy, rules = store.get("default@1")
+    assert classify(Query(text=question), rules, policy.fallback_class).query_class != (
+        "comparison"
+    )
+
+
+def test_a_parenthetical_qualifier_does_not_hide_an_option() -> None:
+    """ "North Marion High School (Oregon) and Seoul High School": the first option is the
+    school, not its qualifier."""
+    options = comparison_options(
+        "Are North Marion High School (Oregon) and Seoul High School both in the same country?"
+    )
+    assert options and "oregon" not in options[0] and "marion" in options[0]

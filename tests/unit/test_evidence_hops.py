@@ -1,0 +1,150 @@
+"""Hops that follow the evidence: a passage linked by a distinctive name its text shares with
+admitted evidence (not only by its title), chains followed hop by hop, common names left out,
+and the sentences that carry each hop kept in excerpts."""
+
+from __future__ import annotations
+
+from ctxbudget.envelope import parse
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.schemas import Candidate, PackedBatch
+from ctxbudget.stages.select import distinctive_names, linkable, name_holder_cap
+from ctxbudget.testing import batch, candidate
+from ctxbudget.text import name_phrases
+
+FILLER = " ".join(
+    f"Part {i} of the survey covers the harbour, the market and the river trade." for i in range(5)
+)
+
+
+def _para(title: str, text: str, score: float) -> Candidate:
+    return candidate(
+        title.lower().replace(" ", "-"), text, score, title=title, source_id="wiki", doc_id=title
+    )
+
+
+def _chain() -> list[Candidate]:
+    """A three-hop chain whose later hops are titled by something other than the bridge
+    entity (the hop-1 answer is named only inside the hop-2 text), under five distractors
+    that share the question's words and score above hops 2 and 3."""
+    return [
+        _para(
+            "The Glass Orchard",
+            "The Glass Orchard is a 1971 film shot on the coast. Its director was Ilse Varnhagen.",
+            9.0,
+        ),
+        *(
+            _para(f"Orchard film {k}", f"An orchard film of the coast, number {k}. " + FILLER, s)
+            for k, s in ((1, 8.8), (2, 8.6), (3, 8.4), (4, 8.2), (5, 8.0))
+        ),
+        _para(
+            "Varnhagen family",
+            "The family ran a press in Lübeck. Its best-known member, Ilse Varnhagen, studied "
+            "at the Rostmark Academy before she made films.",
+            1.2,
+        ),
+        _para(
+            "Schools of the north",
+            "Several schools were founded in the north. The Rostmark Academy was founded in "
+            "1803 in Kellinghusen.",
+            0.9,
+        ),
+    ]
+
+
+QUESTION = "In what town was the school founded where the director of The Glass Orchard trained?"
+
+
+def _packed(pipeline: Pipeline, cands: list[Candidate], **kw: object) -> PackedBatch:
+    b = batch(cands, query=QUESTION, **kw)
+    return pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+
+
+def test_names_are_capitalised_runs_without_a_sentence_opening_single_word() -> None:
+    """Names are runs of capitalised words (particles inside kept); a lone capitalised word
+    that opens a sentence, or a short one, is not a name."""
+    text = "After Hall died, the University of Southern California named a hall. Paris is far."
+    names = name_phrases(text)
+    assert "university of southern california" in names
+    assert "hall" in names  # "After Hall": the run without its opening word
+    assert "paris" not in names
+
+
+def test_a_name_most_items_hold_is_not_distinctive(pipeline: Pipeline) -> None:
+    """Document frequency within the batch decides: a name in every passage (a country)
+    links nothing, a name two passages share does."""
+    openings = (
+        "A brass lamp with a green shade",
+        "Oak chairs for a village hall",
+        "The clock above the station door",
+        "Kettles sold through mail catalogues",
+        "Valve radios of the postwar decade",
+        "Folding bicycles for city commuters",
+        "Box cameras for schoolchildren",
+        "Upright pianos in church basements",
+        "Sofas covered in wool tweed",
+    )
+    items = [
+        f"{opening} came from a workshop in the United States."
+        + (" Ilse Varnhagen drew them." if k < 2 else "")
+        for k, opening in enumerate(openings)
+    ]
+    cb = pipeline.consolidator.run(
+        pipeline.router.run(batch([candidate(f"c{k}", t) for k, t in enumerate(items)]))
+    )
+    found = distinctive_names(cb.items, shared_only=True)
+    assert all("united states" not in names for names in found)
+    assert sum("ilse varnhagen" in names for names in found) == 2
+    assert name_holder_cap(9) < 9
+    assert linkable("ilse varnhagen", 4) and not linkable("march", 3)
+
+
+def test_a_three_hop_chain_is_followed_through_names_in_the_text(pipeline: Pipeline) -> None:
+    """Hop 2 names the hop-1 answer in its text (its title is something else), hop 3 names
+    what hop 2 hands on: both are admitted, by shared names the basis traces, ahead of
+    distractors scored far above them."""
+    packed = _packed(pipeline, _chain(), input_limit=900, reserve_tokens=300)
+    items = packed.consolidated.items
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert "shared_name:ilse varnhagen" in basis["Varnhagen family"]
+    assert "shared_name:rostmark academy" in basis["Schools of the north"]
+
+
+def test_the_chain_is_admitted_in_hop_order(pipeline: Pipeline) -> None:
+    """Hop 1, then the passage it hands its answer to, then the next: each admission links
+    the following hop, and four of the five distractors scored above them stay out."""
+    packed = _packed(pipeline, _chain(), input_limit=700, reserve_tokens=300)
+    items = packed.consolidated.items
+    by_rank = [items[a.item].title for a in sorted(packed.admitted, key=lambda a: a.rank)]
+    hops = [t for t in by_rank if not t.startswith("Orchard film")]
+    assert hops == ["The Glass Orchard", "Varnhagen family", "Schools of the north"]
+    assert len(by_rank) - len(hops) <= 1
+
+
+def test_the_sentences_carrying_the_hops_survive_a_tight_budget(pipeline: Pipeline) -> None:
+    """At a budget that takes excerpts, the sentence naming the bridge entity and the one
+    with the asked-for attribute are the ones rendered."""
+    b = batch(_chain(), query=QUESTION, input_limit=700, reserve_tokens=300)
+    texts = [t for _, t in parse(pipeline.run(b).pack.rendered)]
+    assert any("Ilse Varnhagen, studied at the Rostmark Academy" in t for t in texts)
+    assert any("founded in 1803 in Kellinghusen" in t for t in texts)
+
+
+def test_hop_links_are_deterministic_whatever_the_candidate_order(pipeline: Pipeline) -> None:
+    """The same candidates in reverse order give the same pack, byte for byte."""
+    a = pipeline.run(batch(_chain(), query=QUESTION, input_limit=900, reserve_tokens=300))
+    b = pipeline.run(
+        batch(list(reversed(_chain())), query=QUESTION, input_limit=900, reserve_tokens=300)
+    )
+    assert a.pack.rendered == b.pack.rendered
+
+
+def test_a_question_without_accents_names_an_accented_title(pipeline: Pipeline) -> None:
+    """ "Aschenbrodel" in the question names the passage titled "Aschenbrödel"."""
+    cands = [
+        _para("Aschenbrödel", "Aschenbrödel is a ballet with music by Johann Strauss II.", 1.0),
+        _para("Ballet", "A ballet is a dance work. " + FILLER, 5.0),
+    ]
+    b = batch(cands, query="Who composed the music of Aschenbrodel?")
+    packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+    basis = {packed.consolidated.items[a.item].title: a.basis for a in packed.admitted}
+    assert "named_entity" in basis["Aschenbrödel"]
