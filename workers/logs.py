@@ -91,9 +91,13 @@ class PayloadGuard(logging.Filter):
 
 
 def cause_of(record: logging.LogRecord) -> tuple[str, int, str]:
-    """What makes two lines "the same": logger, level and message with numbers blanked."""
+    """What makes two lines "the same": logger, level and message with numbers blanked, and
+    for our own events the ``reason`` they name (refusals for different reasons are different
+    causes)."""
     if isinstance(record.msg, dict):
         message = str(record.msg.get("event", ""))
+        if "reason" in record.msg:
+            message += f" [reason={record.msg['reason']}]"
     else:
         try:
             message = record.getMessage()

@@ -162,3 +162,18 @@ def test_lines_about_one_record_are_never_merged() -> None:
         ("RECORD SKIPPED: too large", 2),
         ("control topic unreadable", None),
     ]
+
+
+def test_events_naming_different_reasons_are_different_causes() -> None:
+    """Two refusals for different reasons are two causes (each gets its line); the same
+    reason again within the window is held back."""
+    limiter = RepeatLimiter(window_s=60.0, clock=lambda: 0.0)
+
+    def record(reason: str) -> logging.LogRecord:
+        rec = logging.LogRecord("workers.control", logging.ERROR, __file__, 1, "", None, None)
+        rec.msg = {"event": "control record refused", "reason": reason}
+        return rec
+
+    assert limiter.filter(record("unsigned"))
+    assert limiter.filter(record("oversize"))
+    assert not limiter.filter(record("unsigned"))
