@@ -30,7 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ctxbudget.cli.blas import limit_blas_threads
+from ctxbudget.blas import limit_blas_threads
 
 limit_blas_threads()  # as the packing processes run: before numpy loads
 

@@ -1510,7 +1510,7 @@ class _Collector(threading.Thread):
             fetch_max_bytes=64 * 1024 * 1024,
             consumer_timeout_ms=1000,
         )
-        io.assign_all(self.consumer, (packs, deadletter))
+        io.assign_all(self.consumer, (packs, deadletter), wait_s=60.0)
         self.packs: dict[str, list[bytes]] = {}
         self.first_at: dict[str, float] = {}
         self.dead: list[dict[str, Any]] = []

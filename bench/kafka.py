@@ -98,7 +98,7 @@ class PackCollector(threading.Thread):
             max_partition_fetch_bytes=16 * 1024 * 1024,
             consumer_timeout_ms=1000,
         )
-        io.assign_all(self.consumer, (PACKS, DEADLETTER))
+        io.assign_all(self.consumer, (PACKS, DEADLETTER), wait_s=60.0)
         self.received: dict[str, float] = {}
         self.dead_letters = 0
         self.lock = threading.Lock()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 
-from ctxbudget.cli.blas import limit_blas_threads
+from ctxbudget.blas import limit_blas_threads
 
 limit_blas_threads()  # before anything imports numpy
 

@@ -158,12 +158,28 @@ def _partitions(consumer: Any, topic: str) -> list[Any]:
 
 
 def assign_all(
-    consumer: Any, topics: Sequence[str], *, from_offset: int | None = None
+    consumer: Any,
+    topics: Sequence[str],
+    *,
+    from_offset: int | None = None,
+    wait_s: float = 0.0,
 ) -> list[Any]:
     """Assign ``consumer`` (no group) every partition of ``topics`` and seek each to
     ``from_offset``, else to the beginning; return the partitions, in topic and partition
-    order (none for topics that do not exist)."""
-    tps = [tp for topic in topics for tp in _partitions(consumer, topic)]
+    order (none for topics that do not exist).
+
+    With ``wait_s`` every topic must be found: a metadata request that reaches no node
+    answers as if the topic were absent, so the look-up is repeated until each topic has
+    partitions, and :class:`TimeoutError` names the missing ones after ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    found = {topic: _partitions(consumer, topic) for topic in topics}
+    while wait_s > 0 and not all(found.values()):
+        if time.monotonic() > deadline:
+            missing = sorted(t for t, tps in found.items() if not tps)
+            raise TimeoutError(f"no partitions for {missing} after {wait_s:.0f} s")
+        time.sleep(0.5)
+        found = {t: tps or _partitions(consumer, t) for t, tps in found.items()}
+    tps = [tp for topic in topics for tp in found[topic]]
     if not tps:
         return []
     consumer.assign(tps)

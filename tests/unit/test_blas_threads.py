@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ctxbudget.cli.blas import BLAS_THREAD_VARIABLES, limit_blas_threads
+from ctxbudget.blas import BLAS_THREAD_VARIABLES, limit_blas_threads
 
 
 def test_unset_variables_get_one_thread() -> None:

@@ -252,6 +252,34 @@ def test_read_topic_of_a_missing_topic() -> None:
     assert consumer.closed == 1
 
 
+def test_assign_all_asks_again_while_metadata_reaches_no_node() -> None:
+    """A look-up that reaches no node answers "no partitions": with wait_s it is repeated."""
+    pytest.importorskip("kafka")
+    from ctxbudget.kafka.io import assign_all
+
+    class Flaky(FakeConsumer):
+        answers = [set(), set(), {0, 1}]
+
+        def partitions_for_topic(self, topic: str) -> set[int]:
+            return self.answers.pop(0) if self.answers else {0, 1}
+
+    consumer = Flaky([])
+    tps = assign_all(consumer, ["t"], wait_s=10.0)
+    assert [(tp.topic, tp.partition) for tp in tps] == [("t", 0), ("t", 1)]
+    assert sorted(consumer.seeks) == [(0, None), (1, None)]
+
+
+def test_assign_all_names_the_topics_still_missing_after_wait_s() -> None:
+    """Without wait_s a missing topic is skipped; with it the missing topic is named."""
+    pytest.importorskip("kafka")
+    from ctxbudget.kafka.io import assign_all
+
+    consumer = FakeConsumer([], partitions=set())
+    assert assign_all(consumer, ["t"]) == []
+    with pytest.raises(TimeoutError, match=r"no partitions for \['t'\]"):
+        assign_all(consumer, ["t"], wait_s=0.6)
+
+
 # -- the control topic --------------------------------------------------------------------------
 
 
