@@ -1772,7 +1772,11 @@ def _warm_up(topo: _Topology, collector: _Collector, timeout_s: float) -> float:
     producer.close()
     while collector.have(keys) < len(keys):
         if time.monotonic() - t0 > timeout_s:
-            raise RuntimeError(f"workers not ready after {timeout_s:.0f} s: {topo.log_findings()}")
+            raise RuntimeError(
+                f"workers not ready after {timeout_s:.0f} s: {collector.have(keys)} of "
+                f"{len(keys)} warm-up packs read, {len(collector.dead)} dead letters; "
+                f"{topo.log_findings()}"
+            )
         if topo.dead_workers():
             raise RuntimeError(f"a worker exited during warm-up: {topo.dead_workers()}")
         time.sleep(0.1)

@@ -9,14 +9,24 @@ so coverage measured on them alone is an upper bound (see ``ctxbudget.conformal.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from ctxbudget.models import WireModel
-from ctxbudget.schemas import CandidateBatch, Labels
+from ctxbudget.schemas import CandidateBatch, Labels, Pack
 
-__all__ = ["LABEL_SOURCES", "Label", "LabelSource", "label_of_batch", "with_label"]
+if TYPE_CHECKING:
+    from ctxbudget.verification.models import Verdict
+
+__all__ = [
+    "LABEL_SOURCES",
+    "Label",
+    "LabelSource",
+    "label_of_batch",
+    "label_of_verdict",
+    "with_label",
+]
 
 LabelSource = Literal["analyst", "verify", "replay"]
 LABEL_SOURCES: tuple[LabelSource, ...] = ("analyst", "verify", "replay")
@@ -39,6 +49,25 @@ def label_of_batch(batch: CandidateBatch, source: LabelSource) -> Label | None:
         request_id=batch.request_id,
         relevant_chunk_ids=batch.labels.relevant_chunk_ids,
         source=source,
+    )
+
+
+def label_of_verdict(verdict: Verdict, pack: Pack) -> Label | None:
+    """A ``verify`` label: the chunk ids of the pack's evidence that supported claims cite,
+    in pack order (every chunk id of a merged item: its copies hold the same passage);
+    None when no supported claim cites the pack's evidence, or the pack is another's."""
+    if (verdict.request_id, verdict.lane) != (pack.request_id, pack.lane):
+        return None
+    cited = {
+        eid for claim in verdict.claims if claim.status == "supported" for eid in claim.evidence_ids
+    }
+    chunks = [c for item in pack.evidence if item.evidence_id in cited for c in item.chunk_ids]
+    if not chunks:
+        return None
+    return Label(
+        request_id=verdict.request_id,
+        relevant_chunk_ids=tuple(dict.fromkeys(chunks)),
+        source="verify",
     )
 
 

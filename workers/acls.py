@@ -53,8 +53,15 @@ ROLES: tuple[str, ...] = (
     "operator",
     "replay",
     "analyst",
+    "answerer",
+    "verify",
+    "labeller",
+    "monitor",
     "topics",
 )
+#: The answers and verdicts topics (the verify worker's ``CTXBUDGET_VERIFY_*_TOPIC``).
+ANSWERS_TOPIC = "ctx.answers.v1"
+VERDICTS_TOPIC = "ctx.verdicts.v1"
 _STAGE_IO: dict[str, tuple[str, tuple[str, ...], bool]] = {
     # stage: (input topic field, output topic fields, reads the control topic)
     "route": ("candidates", ("routed",), True),
@@ -131,9 +138,18 @@ _TOPICS_JOB: tuple[Operation, ...] = (
 
 
 def _grants(
-    role: str, topics: TopicNames, group_prefix: str, write_intermediate: bool
+    role: str,
+    topics: TopicNames,
+    group_prefix: str,
+    write_intermediate: bool,
+    verify_topics: tuple[str, str] = (ANSWERS_TOPIC, VERDICTS_TOPIC),
+    verify_labels: bool = False,
 ) -> list[tuple[Resource, str, Operation]]:
     t = topics.model_dump()
+    answers, verdicts = verify_topics
+    labels_write: list[tuple[Resource, str, Operation]] = (
+        [("topic", t["labels"], "Write")] if verify_labels else []
+    )
     if role in _STAGE_IO:
         return _stage_grants(role, t, group_prefix, write_intermediate)
     fixed: dict[str, list[tuple[Resource, str, Operation]]] = {
@@ -149,7 +165,27 @@ def _grants(
             ("topic", t["audit"], "Write"),
         ],
         "analyst": [("topic", t["audit"], "Read"), ("topic", t["packs"], "Read")],
-        "topics": [("topic", name, op) for name in t.values() for op in _TOPICS_JOB],
+        # the application that asks the model and sends its answers to be verified
+        "answerer": [("topic", answers, "Write")],
+        # workers/verify.py: answers in its group, packs, shadow packs and traces followed
+        # outside any group, verdicts and dead letters out
+        "verify": [
+            ("topic", answers, "Read"),
+            ("group", f"{group_prefix}-verify", "Read"),
+            ("topic", t["packs"], "Read"),
+            ("topic", t["shadow"], "Read"),
+            ("topic", t["audit"], "Read"),
+            ("topic", verdicts, "Write"),
+            ("topic", t["deadletter"], "Write"),
+            *labels_write,
+        ],
+        # `ctxbudget label`: analysts' relevance labels
+        "labeller": [("topic", t["labels"], "Write")],
+        # `ctxbudget monitor --follow`: candidates and labels, no group
+        "monitor": [("topic", t["candidates"], "Read"), ("topic", t["labels"], "Read")],
+        "topics": [
+            ("topic", name, op) for name in (*t.values(), answers, verdicts) for op in _TOPICS_JOB
+        ],
     }
     if role not in fixed:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
@@ -162,16 +198,25 @@ def acl_plan(
     prefix: str = "ctxbudget-",
     roles: Sequence[str] = ROLES,
     write_intermediate: bool = False,
+    verify_topics: tuple[str, str] = (ANSWERS_TOPIC, VERDICTS_TOPIC),
+    verify_labels: bool = False,
 ) -> list[AclBinding]:
-    """Every role's ALLOW bindings for the topics and group prefix of ``settings``, in the
-    order of :data:`ROLES`, then by resource and operation."""
+    """Every role's ALLOW bindings for the topics and group prefix of ``settings`` (and the
+    verify worker's answers and verdicts topics), in the order of :data:`ROLES`, then by
+    resource and operation. ``verify_labels``: the verify worker writes ``verify`` labels
+    (``CTXBUDGET_VERIFY_LABELS``)."""
     names = principals(prefix)
     order = {f"User:{names[role]}": i for i, role in enumerate(ROLES)}
     plan = {
         AclBinding(f"User:{names[role]}", kind, resource, op)
         for role in roles
         for kind, resource, op in _grants(
-            role, settings.topics, settings.group_prefix, write_intermediate
+            role,
+            settings.topics,
+            settings.group_prefix,
+            write_intermediate,
+            verify_topics,
+            verify_labels,
         )
     }
     return sorted(plan, key=lambda b: (order[b.principal], b))

@@ -50,6 +50,9 @@ class VerifySettings(BaseSettings):
     packs_kept: int = Field(default=100_000, ge=1)
     #: Wait for the four stage traces too (they give the diagnosis of labelled requests).
     traces: bool = True
+    #: Write a ``verify`` label (the chunks supported claims cite) to the labels topic for
+    #: each live answer that has one; its principal then needs Write on the labels topic.
+    labels: bool = False
     poll_ms: int = Field(default=100, ge=1, le=5000)
 
 
@@ -91,13 +94,21 @@ class VerifyWorker:
                 verdicts=verify.verdicts_topic,
                 audit=t.audit,
                 deadletter=t.deadletter,
+                labels=t.labels if verify.labels else None,
             ),
             window_s=verify.window_s,
             packs_kept=verify.packs_kept,
             with_traces=verify.traces,
         )
         self.followed = [t.packs, t.shadow] + ([t.audit] if verify.traces else [])
-        self.counts = {"answers": 0, "verdicts": 0, "dead_letters": 0, "packs": 0, "traces": 0}
+        self.counts = {
+            "answers": 0,
+            "verdicts": 0,
+            "labels": 0,
+            "dead_letters": 0,
+            "packs": 0,
+            "traces": 0,
+        }
         self._committed: dict[int, int] = {}
 
     def _clients(self) -> tuple[Any, Any, Any]:
@@ -186,6 +197,8 @@ class VerifyWorker:
                     self.counts["verdicts"] += 1
                 elif out.topic == self.join.topics.deadletter:
                     self.counts["dead_letters"] += 1
+                elif out.topic == self.join.topics.labels:
+                    self.counts["labels"] += 1
         if futures:
             try:
                 producer.flush(timeout=30)
@@ -212,6 +225,7 @@ class VerifyWorker:
             verdicts=self.verify.verdicts_topic,
             follows=self.followed,
             window_s=self.verify.window_s,
+            labels=self.join.topics.labels,
         )
         answers, follower, producer = self._clients()
         last = time.monotonic()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ctxbudget.codec import dead_letter, decode, encode
 from ctxbudget.errors import InputError
+from ctxbudget.labels import label_of_verdict
 from ctxbudget.schemas import Lane, Pack, TraceEvent
 from ctxbudget.verification import Answer, AnswerVerifier, facts_from_traces
 from ctxbudget.verification.models import VerdictEvent
@@ -42,6 +43,8 @@ class JoinTopics:
     verdicts: str
     audit: str
     deadletter: str
+    #: Where ``verify`` labels of live answers go (supported citations); None: none written.
+    labels: str | None = None
 
 
 @dataclass(slots=True)
@@ -139,10 +142,16 @@ class VerifyJoin:
         facts = facts_from_traces(events) if events else None
         verdict = self.verifier.run(answer, pack, facts=facts)
         key = answer.request_id.encode()
-        return [
+        outputs = [
             Output(self.topics.verdicts, key, encode(verdict)),
             Output(self.topics.audit, key, encode(VerdictEvent.of(verdict))),
         ]
+        # live answers only: one label per request, whatever the shadow lane answered
+        if self.topics.labels is not None and answer.lane == "live":
+            label = label_of_verdict(verdict, pack)
+            if label is not None:
+                outputs.append(Output(self.topics.labels, key, encode(label)))
+        return outputs
 
     def _dead(self, raw: bytes, error: Exception, offset: int) -> Output:
         letter = dead_letter(raw, error, stage=STAGE, source=self.topics.answers, offset=offset)

@@ -60,14 +60,24 @@ def acls_cmd(
 ) -> None:
     """The ACLs of one principal per role, deny by default (see ops/security.md).
 
-    Topic names and the consumer-group prefix come from the CTXBUDGET_* settings, so the
-    plan matches the workers that run with the same environment.
+    Topic names and the consumer-group prefix come from the CTXBUDGET_* settings (the
+    answers and verdicts topics, and whether the verify worker writes labels, from
+    CTXBUDGET_VERIFY_*), so the plan matches the workers
+    that run with the same environment.
     """
     settings = worker_settings()
     if brokers:
         settings = settings.model_copy(update={"brokers": brokers})
+    from workers.verify import VerifySettings
+
+    verify = VerifySettings()
     plan = acl_plan(
-        settings, prefix=prefix, roles=roles or ROLES, write_intermediate=write_intermediate
+        settings,
+        prefix=prefix,
+        roles=roles or ROLES,
+        write_intermediate=write_intermediate,
+        verify_topics=(verify.answers_topic, verify.verdicts_topic),
+        verify_labels=verify.labels,
     )
     if not do_apply:
         click.echo(plan_json(plan, prefix=prefix) if fmt == "json" else render_acl_commands(plan))

@@ -28,9 +28,9 @@ def plan() -> list[AclBinding]:
 
 
 def test_every_role_has_a_principal_of_its_own(plan: list[AclBinding]) -> None:
-    """Eleven roles, eleven principals, each with at least one grant."""
+    """Fifteen roles, fifteen principals, each with at least one grant."""
     names = principals()
-    assert len(set(names.values())) == len(ROLES) == 11
+    assert len(set(names.values())) == len(ROLES) == 15
     assert {b.principal for b in plan} == {f"User:{n}" for n in names.values()}
 
 
@@ -69,6 +69,52 @@ def test_only_compress_and_fused_write_the_live_pack_topic(plan: list[AclBinding
 def test_the_analyst_only_reads_audit_and_packs(plan: list[AclBinding]) -> None:
     """The analyst sink reads without a group and writes nothing."""
     assert _grants(plan, "analyst") == {("Read", "topic", T.audit), ("Read", "topic", T.packs)}
+
+
+def test_the_verify_worker_reads_answers_packs_and_traces_and_writes_verdicts(
+    plan: list[AclBinding],
+) -> None:
+    """verify: answers in its group; packs, shadow and audit followed; verdicts out."""
+    assert _grants(plan, "verify") == {
+        ("Read", "topic", "ctx.answers.v1"),
+        ("Read", "group", "ctxbudget-verify"),
+        ("Read", "topic", T.packs),
+        ("Read", "topic", T.shadow),
+        ("Read", "topic", T.audit),
+        ("Write", "topic", "ctx.verdicts.v1"),
+        ("Write", "topic", T.deadletter),
+    }
+    assert _grants(plan, "answerer") == {("Write", "topic", "ctx.answers.v1")}
+
+
+def test_only_the_labeller_writes_labels_and_the_monitor_reads_them(
+    plan: list[AclBinding],
+) -> None:
+    """A forged label would move the coverage monitor: one writer, one reader."""
+    writers = {b.principal for b in plan if b.resource == T.labels and b.operation == "Write"}
+    readers = {b.principal for b in plan if b.resource == T.labels and b.operation == "Read"}
+    assert writers == {"User:ctxbudget-labeller"}
+    assert readers == {"User:ctxbudget-monitor"}
+    assert _grants(plan, "monitor") == {
+        ("Read", "topic", T.candidates),
+        ("Read", "topic", T.labels),
+    }
+
+
+def test_the_verify_worker_writes_labels_only_when_it_is_to(plan: list[AclBinding]) -> None:
+    """CTXBUDGET_VERIFY_LABELS=1 adds the one grant it needs, and no other."""
+    wide = acl_plan(WorkerSettings(), verify_labels=True)
+    assert _grants(wide, "verify") - _grants(plan, "verify") == {("Write", "topic", T.labels)}
+    assert {b for b in wide if b.principal != "User:ctxbudget-verify"} == {
+        b for b in plan if b.principal != "User:ctxbudget-verify"
+    }
+
+
+def test_the_verify_topics_follow_the_verify_settings() -> None:
+    """Renamed answers and verdicts topics are the ones granted (and managed)."""
+    plan = acl_plan(WorkerSettings(), verify_topics=("a.x", "v.x"))
+    assert ("Write", "topic", "a.x") in _grants(plan, "answerer")
+    assert ("Create", "topic", "v.x") in _grants(plan, "topics")
 
 
 def test_the_topics_job_manages_topics_but_reads_and_writes_no_records(

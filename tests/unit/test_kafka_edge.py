@@ -257,11 +257,11 @@ def test_assign_all_asks_again_while_metadata_reaches_no_node() -> None:
     pytest.importorskip("kafka")
     from ctxbudget.kafka.io import assign_all
 
-    class Flaky(FakeConsumer):
-        answers = [set(), set(), {0, 1}]
+    answers: list[set[int]] = [set(), set(), {0, 1}]
 
+    class Flaky(FakeConsumer):
         def partitions_for_topic(self, topic: str) -> set[int]:
-            return self.answers.pop(0) if self.answers else {0, 1}
+            return answers.pop(0) if answers else {0, 1}
 
     consumer = Flaky([])
     tps = assign_all(consumer, ["t"], wait_s=10.0)

@@ -98,3 +98,36 @@ def test_the_pack_table_is_bounded_and_forgets_the_oldest(pipeline: Pipeline) ->
     join.add_answer(_answer("p1", eid), partition=0, offset=0, now=0.0)
     assert list(join.resolve(0.5)) == []
     assert orjson.loads(next(iter(join.resolve(2.0)))[2][0].value)["stage"] == "verify"
+
+
+def test_with_a_labels_topic_a_supported_citation_becomes_a_verify_label(
+    pipeline: Pipeline,
+) -> None:
+    """The cited chunk (not the labelled one the pack lacks) is the label, source verify;
+    an answer citing nothing it supports writes no label."""
+    pack, traces, eid = _made(pipeline, "r3")
+    join = VerifyJoin(topics=JoinTopics("a", "v", "audit", "dl", labels="lab"))
+    join.add_pack(pack)
+    for t in traces:
+        join.add_trace(t)
+    join.add_answer(_answer("r3", eid), partition=0, offset=0, now=0.0)
+    unsupported = orjson.dumps(
+        {
+            "schema": "ctx.answer.v1",
+            "request_id": "r3",
+            "text": f"Keys expire after 7 days [{eid}].",
+        }
+    )
+    join.add_answer(unsupported, partition=0, offset=1, now=0.0)
+    settled = list(join.resolve(0.0))
+    assert [[o.topic for o in out] for _, _, out in settled] == [
+        ["v", "audit", "lab"],
+        ["v", "audit"],
+    ]
+    label = orjson.loads(settled[0][2][2].value)
+    assert label == {
+        "schema": "ctx.label.v1",
+        "request_id": "r3",
+        "relevant_chunk_ids": ["keys"],
+        "source": "verify",
+    }
