@@ -164,7 +164,12 @@ def _grants(
             ("topic", t["shadow"], "Write"),
             ("topic", t["audit"], "Write"),
         ],
-        "analyst": [("topic", t["audit"], "Read"), ("topic", t["packs"], "Read")],
+        "analyst": [
+            ("topic", t["audit"], "Read"),
+            ("topic", t["packs"], "Read"),
+            ("topic", t["shadow"], "Read"),
+            ("topic", t["labels"], "Read"),
+        ],
         # the application that asks the model and sends its answers to be verified
         "answerer": [("topic", answers, "Write")],
         # workers/verify.py: answers in its group, packs, shadow packs and traces followed

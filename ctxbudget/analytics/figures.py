@@ -6,6 +6,7 @@ import datetime
 import io
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
@@ -203,5 +204,27 @@ def over_time(
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    return _png(fig)
+
+
+def label_coverage(rows: Sequence[tuple[str, str, datetime.datetime, float | None]]) -> bytes:
+    """The filter's coverage of labelled relevant chunks over time, per source and class.
+
+    ``rows``: (source, query_class, time bucket, coverage).
+    """
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    lines: dict[tuple[str, str], list[tuple[datetime.datetime, float]]] = defaultdict(list)
+    for source, query_class, t, cov in rows:
+        lines[(source, query_class)].append((t, _nan(cov)))
+    for (source, query_class), pts in sorted(lines.items()):
+        pts.sort()
+        xs: list[Any] = [p[0] for p in pts]  # matplotlib plots datetimes as dates
+        ax.plot(xs, [p[1] for p in pts], "o-", label=f"{source}: {query_class}")
+    ax.set_ylabel("relevant chunks kept by the filter")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("Coverage of labelled relevant chunks over time (live lane)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
     fig.autofmt_xdate()
     return _png(fig)

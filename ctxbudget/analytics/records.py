@@ -4,7 +4,8 @@ A record is dispatched on its ``schema`` field: ``ctx.trace_event.v1`` becomes o
 row and its ``decisions`` rows, ``ctx.pack.v1`` one ``packs`` row, ``ctx.control_event.v1``
 one ``control_events`` row, ``ctx.control_applied.v1`` one ``control_applied`` row, and
 ``ctx.verdict.v1`` (a verdict file) or ``ctx.verdict_event.v1`` (the verify worker's audit
-record) one ``verdicts`` row, its ``claims`` rows and its ``expected`` rows; every
+record) one ``verdicts`` row, its ``claims`` rows and its ``expected`` rows, ``ctx.label.v1``
+one ``labels`` row per relevant chunk; every
 row gets a ``ts`` (the Kafka record timestamp, else the time the sink read it). Anything
 else (not JSON, not an object, an unknown schema version, a missing or mistyped field) becomes
 a reject that keeps the raw text and the error; nothing is dropped silently.
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 
 from ctxbudget.analytics.tables import BUDGET_ITEMS
 from ctxbudget.errors import InputError
+from ctxbudget.labels import Label
 from ctxbudget.models import describe_validation
 from ctxbudget.rollout import ControlApplied, ControlEvent
 from ctxbudget.schemas import BudgetLedger, Pack, TraceEvent
@@ -36,6 +38,7 @@ CONTROL_SCHEMA = "ctx.control_event.v1"
 APPLIED_SCHEMA = "ctx.control_applied.v1"
 VERDICT_SCHEMA = "ctx.verdict.v1"
 VERDICT_EVENT_SCHEMA = "ctx.verdict_event.v1"
+LABEL_SCHEMA = "ctx.label.v1"
 KNOWN_SCHEMAS = (
     TRACE_SCHEMA,
     PACK_SCHEMA,
@@ -43,9 +46,10 @@ KNOWN_SCHEMAS = (
     APPLIED_SCHEMA,
     VERDICT_SCHEMA,
     VERDICT_EVENT_SCHEMA,
+    LABEL_SCHEMA,
 )
-RecordKind = Literal["trace", "pack", "control", "applied", "verdict", "verdict_event"]
-Model = TraceEvent | Pack | ControlEvent | ControlApplied | Verdict | VerdictEvent
+RecordKind = Literal["trace", "pack", "control", "applied", "verdict", "verdict_event", "label"]
+Model = TraceEvent | Pack | ControlEvent | ControlApplied | Verdict | VerdictEvent | Label
 _MODELS: dict[str, tuple[RecordKind, type[Model]]] = {
     TRACE_SCHEMA: ("trace", TraceEvent),
     PACK_SCHEMA: ("pack", Pack),
@@ -53,6 +57,7 @@ _MODELS: dict[str, tuple[RecordKind, type[Model]]] = {
     APPLIED_SCHEMA: ("applied", ControlApplied),
     VERDICT_SCHEMA: ("verdict", Verdict),
     VERDICT_EVENT_SCHEMA: ("verdict_event", VerdictEvent),
+    LABEL_SCHEMA: ("label", Label),
 }
 
 
@@ -106,6 +111,9 @@ class Rows:
     #: Per verdict (request_id, lane): its claim rows and expected-evidence rows.
     claims: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
     expected: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
+    #: Per label (request_id, source), in arrival order: its chunk rows (a later label of
+    #: the same key replaces the earlier one).
+    labels: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
 
     def add(self, raw: bytes | None, where: Position) -> None:
         """Parse one record and file its rows (or its reject)."""
@@ -127,6 +135,10 @@ class Rows:
             vkey = (model.request_id, model.lane)
             self.claims[vkey] = claim_rows(model, where)
             self.expected[vkey] = expected_rows(model, where)
+        elif isinstance(model, Label):
+            lkey = (model.request_id, model.source)
+            self.labels.pop(lkey, None)
+            self.labels[lkey] = label_rows(model, where)
         else:
             self.applied.append(applied_row(model, where))
 
@@ -138,6 +150,7 @@ class Rows:
             + len(self.controls)
             + len(self.applied)
             + len(self.verdicts)
+            + len(self.labels)
         )
 
 
@@ -373,6 +386,20 @@ def expected_rows(v: Verdict | VerdictEvent, where: Position) -> list[Row]:
             "ts": where.time,
         }
         for e in v.expected or ()
+    ]
+
+
+def label_rows(label: Label, where: Position) -> list[Row]:
+    """One ``labels`` row per relevant chunk of a label (none for a label naming none)."""
+    return [
+        {
+            "request_id": label.request_id,
+            "source": label.source,
+            "chunk_id": chunk_id,
+            "origin": where.label(),
+            "ts": where.time,
+        }
+        for chunk_id in dict.fromkeys(label.relevant_chunk_ids)
     ]
 
 

@@ -235,6 +235,38 @@ def _coverage(doc: _Doc, con: duckdb.DuckDBPyConnection) -> None:
     doc.table(*_cols(con, "SELECT * FROM v_coverage"))
 
 
+def _label_coverage(doc: _Doc, con: duckdb.DuckDBPyConnection) -> None:
+    doc.h2(
+        "Coverage of the labels stream",
+        "Labels (<code>ctx.labels.v1</code>, table <code>labels</code>) joined with the live "
+        "lane's candidates: the share of labelled relevant chunks that the conformal filter "
+        "kept, with its Wilson 95% lower bound, and the share admitted. <i>verify</i> labels "
+        "name only chunks that were kept, so their coverage is an upper bound. View "
+        "<code>v_label_coverage</code>.",
+    )
+    if not views.exists(con, "v_label_coverage"):
+        doc.add('<p class="note">This database has no labels table (an older sink).</p>')
+        return
+    headers, rows = _cols(con, "SELECT * FROM v_label_coverage")
+    if not rows:
+        doc.add('<p class="note">No label matches a live request in this database.</p>')
+        return
+    span = _q(con, "SELECT min(ts), max(ts) FROM v_label_chunks WHERE matched")[0]
+    unit = "hour" if (span[1] - span[0]).total_seconds() > 6 * 3600 else "minute"
+    over_time = _q(
+        con,
+        f"SELECT source, query_class, date_trunc('{unit}', ts) AS t, "
+        "count(*) FILTER (WHERE kept_by_filter) / nullif(count(*) FILTER (WHERE retrieved), 0) "
+        "FROM v_label_chunks WHERE matched GROUP BY ALL ORDER BY t",
+    )
+    doc.figure(
+        "label_coverage",
+        f"Relevant chunks kept by the filter per {unit}, per label source and class",
+        figures.label_coverage(over_time),
+    )
+    doc.table(headers, rows)
+
+
 def _rejects(doc: _Doc, con: duckdb.DuckDBPyConnection) -> None:
     headers, rows = _cols(con, "SELECT * FROM v_rejects_by_kind")
     doc.h2("Rejected records", "table <code>rejects</code>, view <code>v_rejects_by_kind</code>")
@@ -300,6 +332,7 @@ SECTIONS: tuple[Callable[[_Doc, duckdb.DuckDBPyConnection], None], ...] = (
     _diagnosis,
     answers.report_section,
     _figures,
+    _label_coverage,
     _timeline,
     _rejects,
 )

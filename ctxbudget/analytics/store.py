@@ -30,6 +30,7 @@ from ctxbudget.analytics.tables import (
     DECISIONS,
     EVENTS,
     EXPECTED,
+    LABELS,
     META,
     OFFSETS,
     PACKS,
@@ -56,6 +57,7 @@ class Counts:
     controls: int = 0
     applied: int = 0
     verdicts: int = 0
+    labels: int = 0
 
     def add(self, other: Counts) -> None:
         """Add ``other``'s counts to these, in place."""
@@ -66,6 +68,7 @@ class Counts:
         self.controls += other.controls
         self.applied += other.applied
         self.verdicts += other.verdicts
+        self.labels += other.labels
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -149,6 +152,7 @@ class AuditStore:
             n(CONTROL_EVENTS),
             n(CONTROL_APPLIED),
             n(VERDICTS),
+            n(LABELS),
         )
 
     def write(
@@ -183,6 +187,7 @@ class AuditStore:
             self._insert(CONTROL_APPLIED, applied)
             verdicts = _dedupe(rows.verdicts, VERDICTS.key)
             self._write_verdicts(verdicts, rows)
+            label_rows = self._write_labels(rows)
             if offsets:
                 self._save_offsets(offsets)
             con.execute("COMMIT")
@@ -197,7 +202,26 @@ class AuditStore:
             len(controls),
             len(applied),
             len(verdicts),
+            label_rows,
         )
+
+    def _write_labels(self, rows: Rows) -> int:
+        """Each label's chunk rows, after deleting the rows of an earlier label of the same
+        request and source; the number of rows written."""
+        if not rows.labels:
+            return 0
+        keys = {
+            "request_id": _column([k[0] for k in rows.labels]),
+            "source": _column([k[1] for k in rows.labels]),
+        }
+        with self._registered("label_keys", keys):
+            self.con.execute(
+                f"DELETE FROM {LABELS.name} t USING label_keys k "
+                "WHERE t.request_id = k.request_id AND t.source = k.source"
+            )
+        chunks = [r for per in rows.labels.values() for r in per]
+        self._insert(LABELS, chunks)
+        return len(chunks)
 
     def _write_verdicts(self, verdicts: list[Row], rows: Rows) -> None:
         """Verdict rows, their claims and expected evidence; a verdict seen again replaces

@@ -254,6 +254,20 @@ EXPECTED = Table(
     key=("request_id", "lane", "chunk_id"),
 )
 
+#: One row per relevant chunk of a Label (``ctx.labels.v1``); a later label of the same
+#: request and source replaces the earlier one's rows.
+LABELS = Table(
+    "labels",
+    (
+        _c("request_id", "VARCHAR", False),
+        _c("source", "VARCHAR", False),
+        _c("chunk_id", "VARCHAR", False),
+        _c("origin", "VARCHAR", False),
+        _TS,
+    ),
+    key=("request_id", "source", "chunk_id"),
+)
+
 OFFSETS = Table(
     "sink_offsets",
     (
@@ -279,5 +293,6 @@ ALL_TABLES: tuple[Table, ...] = (
     VERDICTS,
     CLAIMS,
     EXPECTED,
+    LABELS,
     OFFSETS,
 )

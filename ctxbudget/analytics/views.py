@@ -145,6 +145,50 @@ VIEWS: tuple[View, ...] = (
         """,
     ),
     View(
+        "v_label_chunks",
+        "one row per chunk of the labels stream: its source, the live pack's class, its fate",
+        """
+        SELECT l.request_id, l.source, l.chunk_id, l.ts,
+               r.query_class, r.policy,
+               r.request_id IS NOT NULL AS matched,
+               f.chunk_id IS NOT NULL AS retrieved,
+               f.chunk_id IS NOT NULL AND f.fate <> 'in_flight'
+                   AND coalesce(f.effective_reason, '') <> 'conformal' AS kept_by_filter,
+               f.fate = 'admitted' OR coalesce(f.family_fate, '') = 'admitted' AS admitted
+        FROM labels l
+        LEFT JOIN events r
+               ON r.request_id = l.request_id AND r.lane = 'live' AND r.stage = 'route'
+        LEFT JOIN v_candidate_fates f
+               ON f.request_id = l.request_id AND f.lane = 'live' AND f.chunk_id = l.chunk_id
+        """,
+    ),
+    View(
+        "v_label_coverage",
+        "per label source and class: relevant chunks retrieved, kept by the filter, admitted, "
+        "with the Wilson 95% lower bound of the filter's coverage",
+        """
+        WITH c AS (
+            SELECT source, query_class,
+                   count(DISTINCT request_id) AS labelled_requests,
+                   count(*) AS relevant,
+                   count(*) FILTER (WHERE retrieved) AS retrieved,
+                   count(*) FILTER (WHERE kept_by_filter) AS kept_by_filter,
+                   count(*) FILTER (WHERE admitted) AS admitted
+            FROM v_label_chunks WHERE matched GROUP BY ALL)
+        SELECT source, query_class, labelled_requests, relevant, retrieved, kept_by_filter,
+               admitted,
+               round(kept_by_filter / nullif(retrieved, 0), 4) AS filter_coverage,
+               round((kept_by_filter / retrieved + 1.9208 / retrieved
+                      - 1.96 * sqrt((kept_by_filter / retrieved)
+                                    * (1 - kept_by_filter / retrieved) / retrieved
+                                    + 0.9604 / (retrieved * retrieved)))
+                     / (1 + 3.8416 / retrieved), 4) AS filter_coverage_low,
+               round(admitted / nullif(retrieved, 0), 4) AS pack_coverage
+        FROM c
+        ORDER BY source, query_class
+        """,
+    ),
+    View(
         "v_pack_outcomes",
         "one row per pack: from the packs table, else from the compress trace event",
         """
@@ -290,4 +334,27 @@ def create(con: duckdb.DuckDBPyConnection, *, temp: bool = False) -> None:
     """Create (or replace) every view; TEMP ones on a read-only connection."""
     kind = "TEMP VIEW" if temp else "VIEW"
     for view in VIEWS:
+        if temp and any(t not in _tables(con) for t in _NEEDS.get(view.name, ())):
+            continue  # a file from before the table existed, read without writing it
         con.execute(f"CREATE OR REPLACE {kind} {view.name} AS {view.sql}")
+
+
+#: Views over tables a database written by an older sink may lack.
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "v_label_chunks": ("labels",),
+    "v_label_coverage": ("labels",),
+}
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {str(r[0]) for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+def exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the connection sees a view or table of this name."""
+    found = con.execute(
+        "SELECT count(*) FROM (SELECT view_name AS n FROM duckdb_views() "
+        "UNION ALL SELECT table_name FROM duckdb_tables()) WHERE n = ?",
+        [name],
+    ).fetchone()
+    return bool(found and found[0])

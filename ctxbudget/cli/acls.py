@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from ctxbudget.cli.common import UsageFailure, worker_settings
-from ctxbudget.kafka import ROLES, acl_plan, apply_acls, plan_json, render_acl_commands
+from ctxbudget.kafka import (
+    ROLES,
+    acl_plan,
+    apply_acls,
+    plan_json,
+    render_acl_commands,
+    verify_access,
+)
 
 
 @click.command("acls")
@@ -68,16 +75,14 @@ def acls_cmd(
     settings = worker_settings()
     if brokers:
         settings = settings.model_copy(update={"brokers": brokers})
-    from workers.verify import VerifySettings
-
-    verify = VerifySettings()
+    verify_topics, verify_labels = verify_access()
     plan = acl_plan(
         settings,
         prefix=prefix,
         roles=roles or ROLES,
         write_intermediate=write_intermediate,
-        verify_topics=(verify.answers_topic, verify.verdicts_topic),
-        verify_labels=verify.labels,
+        verify_topics=verify_topics,
+        verify_labels=verify_labels,
     )
     if not do_apply:
         click.echo(plan_json(plan, prefix=prefix) if fmt == "json" else render_acl_commands(plan))

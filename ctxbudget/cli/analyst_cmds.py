@@ -83,12 +83,13 @@ def audit_sink_cmd(
     batch_size: int,
     progress_every: float,
 ) -> None:
-    """Store trace events and packs in DuckDB: tables events, decisions, packs, rejects.
+    """Store trace events, packs, verdicts and labels in DuckDB (tables events, decisions,
+    packs, verdicts, labels, rejects, ...; ops/analytics.md).
 
-    Without --from-file/--packs, consumes the audit, packs and shadow topics (names from
-    CTXBUDGET_TOPICS__AUDIT, __PACKS, __SHADOW) until SIGTERM or Ctrl-C, resuming from the
-    offsets stored in the database. Restarting never loses nor duplicates a row. Exit status:
-    0, or 1 when a file had records that went to the rejects table.
+    Without --from-file/--packs, consumes the audit, packs, shadow and labels topics (names
+    from CTXBUDGET_TOPICS__AUDIT, __PACKS, __SHADOW, __LABELS) until SIGTERM or Ctrl-C,
+    resuming from the offsets stored in the database. Restarting never loses nor duplicates
+    a row. Exit status: 0, or 1 when a file had records that went to the rejects table.
     """
     _readable(trace_files, "--from-file")
     _readable(pack_files, "--packs")
@@ -122,7 +123,7 @@ def _run_kafka(sink: Sink, brokers: str | None, until_idle: float | None) -> Non
         )
     settings = worker_settings()
     names = settings.topics
-    topics = [names.audit, names.packs, names.shadow]
+    topics = [names.audit, names.packs, names.shadow, names.labels]
     where = brokers or settings.brokers
     config = io.consumer_config(settings, where)
     click.echo(f"audit-sink: {', '.join(topics)} from {config['bootstrap_servers']}", err=True)

@@ -84,6 +84,7 @@ __all__ = [
     "run_verify_worker",
     "run_worker",
     "trusted_keys",
+    "verify_access",
     "verify_topics",
     "written_roles",
 ]
@@ -97,6 +98,15 @@ def run_worker(settings: WorkerSettings, stages: Sequence[str]) -> None:
     from workers.app import WorkerApp
 
     WorkerApp(settings, stages).run()
+
+
+def verify_access() -> tuple[tuple[str, str], bool]:
+    """What the ACL plan needs of the verify worker's ``CTXBUDGET_VERIFY_*`` settings: its
+    (answers, verdicts) topics, and whether it writes labels."""
+    from workers.verify import VerifySettings
+
+    verify = VerifySettings()
+    return (verify.answers_topic, verify.verdicts_topic), verify.labels
 
 
 def run_verify_worker(settings: WorkerSettings) -> None:

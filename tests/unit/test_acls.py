@@ -66,9 +66,16 @@ def test_only_compress_and_fused_write_the_live_pack_topic(plan: list[AclBinding
     assert replay == {("Write", T.shadow), ("Write", T.audit)}
 
 
-def test_the_analyst_only_reads_audit_and_packs(plan: list[AclBinding]) -> None:
-    """The analyst sink reads without a group and writes nothing."""
-    assert _grants(plan, "analyst") == {("Read", "topic", T.audit), ("Read", "topic", T.packs)}
+def test_the_analyst_reads_what_the_audit_sink_reads_and_writes_nothing(
+    plan: list[AclBinding],
+) -> None:
+    """The analyst sink reads its four topics without a group and writes nothing."""
+    assert _grants(plan, "analyst") == {
+        ("Read", "topic", T.audit),
+        ("Read", "topic", T.packs),
+        ("Read", "topic", T.shadow),
+        ("Read", "topic", T.labels),
+    }
 
 
 def test_the_verify_worker_reads_answers_packs_and_traces_and_writes_verdicts(
@@ -90,11 +97,12 @@ def test_the_verify_worker_reads_answers_packs_and_traces_and_writes_verdicts(
 def test_only_the_labeller_writes_labels_and_the_monitor_reads_them(
     plan: list[AclBinding],
 ) -> None:
-    """A forged label would move the coverage monitor: one writer, one reader."""
+    """A forged label would move the coverage monitor: one writer; the monitor and the
+    analyst sink read them."""
     writers = {b.principal for b in plan if b.resource == T.labels and b.operation == "Write"}
     readers = {b.principal for b in plan if b.resource == T.labels and b.operation == "Read"}
     assert writers == {"User:ctxbudget-labeller"}
-    assert readers == {"User:ctxbudget-monitor"}
+    assert readers == {"User:ctxbudget-monitor", "User:ctxbudget-analyst"}
     assert _grants(plan, "monitor") == {
         ("Read", "topic", T.candidates),
         ("Read", "topic", T.labels),
