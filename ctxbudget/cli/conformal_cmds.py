@@ -8,7 +8,7 @@ The lead registers ``calibrate_cmd`` and ``evaluate_cmd`` on the ``ctxbudget`` g
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import click
 from pydantic import ValidationError
 
 from ctxbudget.cli.common import UsageFailure
+from ctxbudget.codec import encode
 from ctxbudget.conformal import (
     DEFAULT_MIN_PER_CLASS,
     SCORER_NAMES,
@@ -29,6 +30,7 @@ from ctxbudget.conformal import (
     split_by_query,
 )
 from ctxbudget.evaluation import DEFAULT_TOLERANCE, evaluate, render_table
+from ctxbudget.labels import LABEL_SOURCES, Label, LabelSource, with_label
 from ctxbudget.models import describe_validation
 from ctxbudget.schemas import CandidateBatch
 
@@ -72,6 +74,47 @@ def read_labelled(path: Path) -> LabelledInput:
     if n_bad:
         click.echo(f"{path}: {n_bad} bad line(s) skipped", err=True)
     return LabelledInput(tuple(batches), lines, n_bad)
+
+
+def join_labels(
+    batches: Sequence[CandidateBatch],
+    path: Path,
+    *,
+    sources: Collection[LabelSource] = LABEL_SOURCES,
+    last_per_request: bool = False,
+) -> tuple[list[CandidateBatch], int]:
+    """Each Label line of ``path`` (of one of ``sources``) joined with its request's batch,
+    which then carries that label, in the labels' order; with ``last_per_request`` only the
+    last label of each request, at its place. A bad line or a label whose request has no
+    batch is reported on stderr and counted."""
+    by_id = {b.request_id: b for b in batches}
+    joined: list[tuple[str, CandidateBatch]] = []
+    n_bad = 0
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as e:
+        raise UsageFailure(f"{path}: cannot read: {e.strerror or e}") from e
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            label = Label.model_validate_json(raw)
+        except ValidationError as e:
+            n_bad += 1
+            click.echo(f"{path}:{lineno}: bad label: {describe_validation(e, limit=1)}", err=True)
+            continue
+        if label.source not in sources:
+            continue
+        batch = by_id.get(label.request_id)
+        if batch is None:
+            n_bad += 1
+            click.echo(f"{path}:{lineno}: no batch for request {label.request_id!r}", err=True)
+            continue
+        joined.append((label.request_id, with_label(batch, label)))
+    if last_per_request:
+        last = {rid: i for i, (rid, _) in enumerate(joined)}
+        joined = [pair for i, pair in enumerate(joined) if last[pair[0]] == i]
+    return [b for _, b in joined], n_bad
 
 
 def resolve_classifier() -> Callable[[CandidateBatch], str]:
@@ -129,6 +172,38 @@ def _summary(cal: CalibrationFile) -> str:
     return "\n".join(out)
 
 
+def _labelled_by(
+    data: LabelledInput, labels_path: Path, label_sources: Sequence[LabelSource]
+) -> tuple[tuple[CandidateBatch, ...], int]:
+    """The batches as the labels file labels them (the last label of each request)."""
+    sources = tuple(label_sources) or ("analyst", "replay")
+    if "verify" in sources:
+        click.echo(
+            "warning: verify labels name only passages the filter kept; a threshold "
+            "calibrated on them keeps fewer relevant passages than it promises",
+            err=True,
+        )
+    joined, n_bad = join_labels(data.batches, labels_path, sources=sources, last_per_request=True)
+    click.echo(f"{len(joined)} batches labelled by {labels_path} ({', '.join(sources)})")
+    return tuple(joined), n_bad
+
+
+def _write_split(
+    path: Path, test: Sequence[CandidateBatch], data: LabelledInput, *, relabelled: bool
+) -> None:
+    """The held-out batches: their lines unchanged, or as labelled by a labels file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        if relabelled:
+            for b in sorted(test, key=lambda b: b.request_id):
+                fh.write(encode(b).decode("utf-8") + "\n")
+        else:
+            for rid in sorted({b.request_id for b in test}):
+                for line in data.lines[rid]:
+                    fh.write(line + "\n")
+    click.echo(f"wrote {len(test)} held-out batches to {path}")
+
+
 @click.command("calibrate")
 @click.argument("labelled", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -139,6 +214,22 @@ def _summary(cal: CalibrationFile) -> str:
     help="target miss rate in (0, 1) (repeat)",
 )
 @click.option("--by-class", is_flag=True, help="also calibrate per query class (Mondrian)")
+@click.option(
+    "--labels",
+    "labels_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Label v1 JSONL (the labels topic's records): calibrate on the batches of LABELLED "
+    "these label, with the last label of each request",
+)
+@click.option(
+    "--label-source",
+    "label_sources",
+    multiple=True,
+    type=click.Choice(LABEL_SOURCES),
+    help="with --labels: the sources to use (repeat; default analyst and replay: verify "
+    "labels name only passages the filter kept, and would lower the threshold's coverage)",
+)
 @click.option("--scorer", type=click.Choice(SCORER_NAMES), default="auto", show_default=True)
 @click.option("--calib-fraction", type=float, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -158,6 +249,8 @@ def calibrate_cmd(
     labelled: Path,
     alphas: tuple[float, ...],
     by_class: bool,
+    labels_path: Path | None,
+    label_sources: tuple[LabelSource, ...],
     scorer: str,
     calib_fraction: float,
     seed: int,
@@ -174,8 +267,14 @@ def calibrate_cmd(
         raise click.BadParameter("must be in (0, 1]", param_hint="--calib-fraction")
     if split_test is not None and calib_fraction >= 1.0:
         raise click.UsageError("--split-test needs --calib-fraction below 1 (e.g. 0.5)")
+    if label_sources and labels_path is None:
+        raise click.UsageError("--label-source needs --labels")
     data = read_labelled(labelled)
-    split = split_by_query(data.batches, calib_fraction=calib_fraction, seed=seed)
+    batches, n_bad = data.batches, data.n_bad
+    if labels_path is not None:
+        batches, n_bad_labels = _labelled_by(data, labels_path, label_sources)
+        n_bad += n_bad_labels
+    split = split_by_query(batches, calib_fraction=calib_fraction, seed=seed)
     if calib_fraction < 1.0 and split_test is None:
         click.echo(
             f"warning: {len(split.test)} held-out batches are not written (no --split-test)",
@@ -200,13 +299,8 @@ def calibrate_cmd(
     click.echo(_summary(cal))
     click.echo(f"wrote {output}")
     if split_test is not None:
-        split_test.parent.mkdir(parents=True, exist_ok=True)
-        with split_test.open("w", encoding="utf-8") as fh:
-            for rid in sorted({b.request_id for b in split.test}):
-                for line in data.lines[rid]:
-                    fh.write(line + "\n")
-        click.echo(f"wrote {len(split.test)} held-out batches to {split_test}")
-    if data.n_bad:
+        _write_split(split_test, split.test, data, relabelled=labels_path is not None)
+    if n_bad:
         ctx.exit(1)
 
 

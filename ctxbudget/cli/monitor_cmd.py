@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from pydantic import ValidationError
 
 from ctxbudget.cli.common import UsageFailure
-from ctxbudget.cli.conformal_cmds import FALLBACK_CLASS, read_labelled, resolve_classifier
+from ctxbudget.cli.conformal_cmds import (
+    FALLBACK_CLASS,
+    join_labels,
+    read_labelled,
+    resolve_classifier,
+)
 from ctxbudget.conformal import (
     CalibrationError,
     CalibrationFile,
@@ -29,9 +32,6 @@ from ctxbudget.conformal import (
     save_calibration,
 )
 from ctxbudget.conformal.monitor import CoverageMonitor, MonitorConfig, MonitorReport
-from ctxbudget.labels import Label, with_label
-from ctxbudget.models import describe_validation
-from ctxbudget.schemas import CandidateBatch
 
 
 def _next_version(version: str) -> str:
@@ -175,7 +175,7 @@ def monitor_cmd(
     stream = list(data.batches)
     n_bad = data.n_bad
     if labels_path is not None:
-        stream, n_bad_labels = _join_labels(data.batches, labels_path)
+        stream, n_bad_labels = join_labels(data.batches, labels_path)
         n_bad += n_bad_labels
     labelled_batches = []
     for batch in stream:
@@ -268,31 +268,3 @@ def _write_recalibration(
         f"requests {report.change_point}..{report.recalibrations[0]}",
         err=True,
     )
-
-
-def _join_labels(batches: Sequence[CandidateBatch], path: Path) -> tuple[list[CandidateBatch], int]:
-    """Each label's batch carrying that label, in the labels' order; a label whose request has
-    no batch, or a bad line, is reported on stderr and counted."""
-    by_id = {b.request_id: b for b in batches}
-    out: list[CandidateBatch] = []
-    n_bad = 0
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as e:
-        raise UsageFailure(f"{path}: cannot read: {e.strerror or e}") from e
-    for lineno, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            label = Label.model_validate_json(raw)
-        except ValidationError as e:
-            n_bad += 1
-            click.echo(f"{path}:{lineno}: bad label: {describe_validation(e, limit=1)}", err=True)
-            continue
-        batch = by_id.get(label.request_id)
-        if batch is None:
-            n_bad += 1
-            click.echo(f"{path}:{lineno}: no batch for request {label.request_id!r}", err=True)
-            continue
-        out.append(with_label(batch, label))
-    return out, n_bad

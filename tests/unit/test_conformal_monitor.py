@@ -276,3 +276,65 @@ def test_aci_and_recalibration_are_not_combined() -> None:
     """One adaptive mode at a time: both together is a clear error."""
     with pytest.raises(ValueError, match="one adaptive mode"):
         MonitorConfig(alpha=ALPHA, adaptive=True, aci_gamma=0.01)
+
+
+def test_calibrate_from_a_labels_file_equals_calibrating_the_labelled_batches(
+    tmp_path: Path,
+) -> None:
+    """`calibrate BATCHES --labels L` (unlabelled batches, the labels topic's records) writes
+    the same thresholds as calibrating the labelled batches; the last label of a request wins,
+    and verify labels are left out unless asked for."""
+    from ctxbudget.cli.conformal_cmds import calibrate_cmd
+
+    labelled = _stream(120, seed=15)
+    plain = _write(
+        tmp_path / "plain.jsonl", [b.model_copy(update={"labels": None}) for b in labelled]
+    )
+    full = _write(tmp_path / "full.jsonl", labelled)
+    lines = []
+    for b in labelled:
+        assert b.labels is not None
+        lines.append(Label(request_id=b.request_id, relevant_chunk_ids=(), source="analyst"))
+        lines.append(
+            Label(
+                request_id=b.request_id,
+                relevant_chunk_ids=b.labels.relevant_chunk_ids,
+                source="analyst",
+            )
+        )
+        lines.append(Label(request_id=b.request_id, relevant_chunk_ids=(), source="verify"))
+    (tmp_path / "labels.jsonl").write_text(
+        "".join(lab.model_dump_json(by_alias=True) + "\n" for lab in lines)
+    )
+    common = ["--alpha", "0.1", "--created", "2026-01-01", "--name", "c"]
+    a = CliRunner().invoke(calibrate_cmd, [str(full), *common, "-o", str(tmp_path / "a.json")])
+    b = CliRunner().invoke(
+        calibrate_cmd,
+        [
+            str(plain),
+            *common,
+            "--labels",
+            str(tmp_path / "labels.jsonl"),
+            "-o",
+            str(tmp_path / "b.json"),
+        ],
+    )
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    assert "120 batches labelled" in b.output
+    got_a = CalibrationFile.model_validate_json((tmp_path / "a.json").read_text())
+    got_b = CalibrationFile.model_validate_json((tmp_path / "b.json").read_text())
+    assert got_a.model_dump(exclude={"data_hash"}) == got_b.model_dump(exclude={"data_hash"})
+    v = CliRunner().invoke(
+        calibrate_cmd,
+        [
+            str(plain),
+            *common,
+            "--labels",
+            str(tmp_path / "labels.jsonl"),
+            "--label-source",
+            "verify",
+            "-o",
+            str(tmp_path / "v.json"),
+        ],
+    )
+    assert "verify labels name only passages the filter kept" in v.stderr
