@@ -13,6 +13,9 @@ stream. Three scenarios, each at ``--alpha``:
   (``--scorer``, rerank by default) are rescaled as a new retriever would give them
   (``x -> 0.5 x - 0.4``).
 * ``rescaled-mild``: the same with a milder change (``x -> 0.8 x``).
+* ``dataset-switch``: ``--before`` WikiQA requests, then ``--after`` MS MARCO TREC-DL19
+  requests (:func:`bench.traffic.from_msmarco`: other passages, another score scale); the new
+  traffic's own calibration is made on other MS MARCO variants. ``--no-dataset-switch`` skips it.
 
 For each shift it prints coverage after the change for the static calibration, for the
 monitor's recalibration (``--adaptive``), and for a calibration made on the new traffic itself
@@ -109,6 +112,51 @@ class Shift:
 SHIFTS = (Shift("rescaled", 0.5, -0.4), Shift("rescaled-mild", 0.8, 0.0))
 
 
+def _labelled_msmarco(seed: int, n: int) -> list[CandidateBatch]:
+    """MS MARCO TREC-DL19 batches (:func:`bench.traffic.from_msmarco`) with relevant
+    passages: ``n`` of them, as many variants of the 43 judged queries as that takes."""
+    from bench.traffic import from_msmarco
+
+    variants = max(1, -(-n // 43))
+    batches = [g.batch for g in from_msmarco(None, seed=seed, variants_per_query=variants)]
+    labelled = [b for b in batches if b.labels is not None and b.labels.relevant_chunk_ids]
+    random.Random(seed).shuffle(labelled)
+    return labelled[:n]
+
+
+def _scenarios(
+    args: argparse.Namespace,
+    calib: Sequence[CandidateBatch],
+    pool: Sequence[CandidateBatch],
+    field: str,
+) -> list[tuple[str, list[CandidateBatch], list[CandidateBatch], CalibrationFile]]:
+    """(name, before, after, the calibration a user would make on the new traffic)."""
+    order = list(pool)
+    random.Random(args.seed + 1).shuffle(order)
+    before = order[: args.before]
+    after_src = [b for b in order[args.before :]] + order[: args.before]
+    out = []
+    for sh in SHIFTS:
+        after = [rescale(b, sh.scale, sh.shift, field) for b in after_src[: args.after]]
+        # the user's own calibration on the new traffic: the calibration half, rescaled
+        oracle_cal = _calibrate(
+            [rescale(b, sh.scale, sh.shift, field) for b in calib],
+            args.alpha,
+            "oracle",
+            args.scorer,
+        )
+        out.append((sh.name, before, after, oracle_cal))
+    if args.dataset_switch:
+        # another corpus, another retriever's score scale: MS MARCO passages after WikiQA
+        # sentences; the new calibration is made on other MS MARCO variants
+        after = _labelled_msmarco(args.seed, args.after)
+        oracle_cal = _calibrate(
+            _labelled_msmarco(args.seed + 1000, len(calib)), args.alpha, "oracle", args.scorer
+        )
+        out.append(("dataset-switch", before, after, oracle_cal))
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     train, dev = load_traffic(args.data_dir)
     calib = [b for b in train if _half(b.request_id, args.seed) == 0]
@@ -139,19 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **_segment(rows, 0, len(rows)),
     }
 
-    for sh in SHIFTS:
-        order = list(pool)
-        random.Random(args.seed + 1).shuffle(order)
-        before = order[: args.before]
-        after_src = [b for b in order[args.before :]] + order[: args.before]
-        after = [rescale(b, sh.scale, sh.shift, field) for b in after_src[: args.after]]
-        # the user's own calibration on the new traffic: the calibration half, rescaled
-        oracle_cal = _calibrate(
-            [rescale(b, sh.scale, sh.shift, field) for b in calib],
-            args.alpha,
-            "oracle",
-            args.scorer,
-        )
+    for name, before, after, oracle_cal in _scenarios(args, calib, pool, field):
         stream = before + after
         change = len(before)
         static_rep, static_rows = _run(cal, stream, base)
@@ -168,7 +204,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         tail = len(stream) - len(after) // 3
         alarm = next((a for a in static_rep.alarms if a >= change), None)
         early = [a for a in static_rep.alarms if a < change]
-        out[sh.name] = {
+        out[name] = {
             "change_at": change,
             "requests": len(stream),
             "alarm_at": alarm,
@@ -199,7 +235,9 @@ def render(res: dict[str, Any]) -> str:
         f"exchangeable: {ex['requests']} labelled requests, coverage {ex['coverage']}, "
         f"false alarms {ex['false_alarms']} ({ex['false_alarms_per_10k']} per 10k)",
     ]
-    for name in (s.name for s in SHIFTS):
+    for name in [s.name for s in SHIFTS] + ["dataset-switch"]:
+        if name not in res:
+            continue
         r = res[name]
         lines.append(
             f"{name}: change at request {r['change_at']}, alarm at {r['alarm_at']} "
@@ -245,6 +283,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recalibration-size", type=int, default=500)
     p.add_argument("--aci-gamma", type=float, default=0.005)
     p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument(
+        "--dataset-switch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also switch from WikiQA to MS MARCO TREC-DL19 mid-stream",
+    )
     p.add_argument("--json-out")
 
 
