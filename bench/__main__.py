@@ -46,7 +46,7 @@ def _traffic_args(p: argparse.ArgumentParser, *, n: int = 1000) -> None:
     p.add_argument(
         "--keep-tokens",
         action="store_true",
-        help="keep candidates' token counts (default: strip them, as the issue asks)",
+        help="keep candidates' token counts (default: strip them, as retrievers send them)",
     )
     p.add_argument("--policy", default="default@1")
 

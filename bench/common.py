@@ -4,7 +4,7 @@ Traffic is a list of raw CandidateBatch v1 lines (bytes), as a worker would read
 candidates topic. The generated traffic is :func:`bench.traffic.synthetic` (the evaluation
 traffic's shape: copies, stale versions, overlaps, injected and foreign passages) and, when the
 data folder holds it, the MS MARCO traffic; ``--file F`` replays a file instead. Candidates
-are stripped of ``tokens`` by default: the issue's target is traffic whose candidates come
+are stripped of ``tokens`` by default: the target is traffic whose candidates come
 without token counts (the packer never trusts them anyway).
 """
 

@@ -1,4 +1,4 @@
-"""The naive assembler every issue compares against: sort by score, fill until full.
+"""The naive assembler every packing figure is compared with: sort by score, fill until full.
 
 It is the baseline the product must beat, kept deliberately simple and deliberately flawed:
 

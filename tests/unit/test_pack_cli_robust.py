@@ -1,6 +1,6 @@
 """`ctxbudget pack` against hostile input: every line is one pack or one dead letter.
 
-Covers the "hostile input" issue: a bad line never aborts the run, the exit status tells
+Hostile input: a bad line never aborts the run, the exit status tells
 what happened (0 packed, 1 dead letters, 2 usage, 3 internal), JSON is strict (duplicate
 keys, 64-bit integers), the batch's tenant is its principal's, and dead letters are bounded.
 """
