@@ -5,7 +5,7 @@ For every batch of the traffic, in one pass and in this order:
 * **fused** — what a fused worker does with one record, without Kafka: decode (pydantic,
   strict) → route → consolidate → select → compress → encode the Pack → build and encode the
   four TraceEvents. Each part is timed on its own; ``fused`` is their sum.
-* **floor** — the unavoidable work (the performance target's definition): ``orjson.loads`` of the raw
+* **floor** — the unavoidable work (the target's definition): ``orjson.loads`` of the raw
   batch plus one exact, uncached count of the final rendered evidence block.
 * **split hops** — what the four-worker topology adds in-process: each stage's output is
   encoded (the compact form of ``codec.encode_compact``, as the workers write it) and
