@@ -20,6 +20,10 @@ def test_hashed_bag_of_words_is_deterministic_and_unit_length() -> None:
     assert emb.embed_query("") == [0.0] * peers.EMBEDDING_DIM
 
 
+@pytest.mark.skipif(
+    not (data_dir() / "hotpotqa_train100").is_dir(),
+    reason=f"HotpotQA sample not found under {data_dir()}",
+)
 def test_each_framework_with_ctxbudget_admits_what_ctxbudget_pack_admits_within_budget() -> None:
     """On the first 12 questions, every ctxbudget component row matches the `ctxbudget pack`
     row (needed passages within 0.01, the same tokens) and no pack is over budget."""

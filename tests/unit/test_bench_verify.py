@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from bench import verify as bv
 from ctxbudget.pipeline import Pipeline
 from tests.paths import data_dir
+
+pytestmark = pytest.mark.skipif(
+    not all((data_dir() / d).is_dir() for d in ("hotpotqa_train100", "musique_train100")),
+    reason=f"HotpotQA / MuSiQue samples not found under {data_dir()}",
+)
 
 
 def test_labelled_answers_from_hotpot_packs_are_checked_as_labelled(pipeline: Pipeline) -> None:
