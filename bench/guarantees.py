@@ -1750,7 +1750,13 @@ def _traffic(batches: int, seed: int) -> tuple[list[_Record], dict[str, bytes]]:
     return records, expected
 
 
-def _warm_up(topo: _Topology, collector: _Collector, timeout_s: float) -> float:
+def _warm_up(
+    topo: _Topology, collector: _Collector, timeout_s: float, resend_every_s: float = 30.0
+) -> float:
+    """Six requests through the whole topology before the measured run. Each send is
+    retried and acknowledged (a leader that refuses the first connection loses no warm-up
+    record), and the requests still without a pack are sent again every ``resend_every_s``
+    (warm-up packs are never counted, so a copy costs nothing)."""
     from bench.traffic import synthetic
     from ctxbudget.kafka import io
 
@@ -1761,25 +1767,42 @@ def _warm_up(topo: _Topology, collector: _Collector, timeout_s: float) -> float:
         brokers=topo.bootstrap,
         client_id="ctxbudget-bench",
         acks="all",
+        retries=2**31 - 1,
+        retry_backoff_ms=200,
+        request_timeout_ms=15000,
     )
-    keys = set()
+    records: dict[str, bytes] = {}
     for i, g in enumerate(synthetic(6, seed=987654)):
         rid = f"warmup-{i}"
-        keys.add(rid)
         raw = encode(g.batch).replace(orjson.dumps(g.batch.request_id), orjson.dumps(rid), 1)
-        producer.send("ctx.candidates.v1", key=rid.encode(), value=raw)
-    producer.flush()
-    producer.close()
-    while collector.have(keys) < len(keys):
-        if time.monotonic() - t0 > timeout_s:
-            raise RuntimeError(
-                f"workers not ready after {timeout_s:.0f} s: {collector.have(keys)} of "
-                f"{len(keys)} warm-up packs read, {len(collector.dead)} dead letters; "
-                f"{topo.log_findings()}"
-            )
-        if topo.dead_workers():
-            raise RuntimeError(f"a worker exited during warm-up: {topo.dead_workers()}")
-        time.sleep(0.1)
+        records[rid] = raw
+
+    def send(keys: Sequence[str]) -> None:
+        futures = [
+            producer.send("ctx.candidates.v1", key=k.encode(), value=records[k]) for k in keys
+        ]
+        producer.flush()
+        for f in futures:
+            f.get(timeout=60)
+
+    try:
+        send(sorted(records))
+        resent_at = time.monotonic()
+        while collector.have(set(records)) < len(records):
+            missing = sorted(k for k in records if collector.have({k}) == 0)
+            if time.monotonic() - t0 > timeout_s:
+                raise RuntimeError(
+                    f"workers not ready after {timeout_s:.0f} s: no pack for {missing}, "
+                    f"{len(collector.dead)} dead letters; {topo.log_findings()}"
+                )
+            if topo.dead_workers():
+                raise RuntimeError(f"a worker exited during warm-up: {topo.dead_workers()}")
+            if time.monotonic() - resent_at > resend_every_s:
+                send(missing)
+                resent_at = time.monotonic()
+            time.sleep(0.1)
+    finally:
+        producer.close()
     return time.monotonic() - t0
 
 
