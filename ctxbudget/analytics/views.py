@@ -333,8 +333,9 @@ VIEWS: tuple[View, ...] = (
 def create(con: duckdb.DuckDBPyConnection, *, temp: bool = False) -> None:
     """Create (or replace) every view; TEMP ones on a read-only connection."""
     kind = "TEMP VIEW" if temp else "VIEW"
+    tables = _tables(con) if temp else set()
     for view in VIEWS:
-        if temp and any(t not in _tables(con) for t in _NEEDS.get(view.name, ())):
+        if temp and any(t not in tables for t in _NEEDS.get(view.name, ())):
             continue  # a file from before the table existed, read without writing it
         con.execute(f"CREATE OR REPLACE {kind} {view.name} AS {view.sql}")
 
