@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from bench.common import REPO, table
+from bench.lab import rss_mb
 
 QUERY = "How long do Acme gateway API keys stay valid before they must be rotated?"
 #: 84 characters: 3,000 copies with their ids and scores make a 0.51 MB batch
@@ -119,11 +120,7 @@ def many_candidates(n: int = 100_000, rid: str = "many") -> bytes:
 
 
 def _rss_mb() -> float:
-    with open(f"/proc/{os.getpid()}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return rss_mb(os.getpid())
 
 
 def _peak_mb() -> float:

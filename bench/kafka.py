@@ -33,12 +33,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -47,89 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Traffic, default_traffic, percentile, table
+from bench.lab import PackCollector, cpu_seconds, rss_mb, spawn, stop_all
 from workers.broker import _die_with_parent
 
 PACKS = "ctx.packs.v1"
 DEADLETTER = "ctx.deadletter.v1"
 STAGES = ("route", "consolidate", "select", "compress")
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-# ---------------------------------------------------------------- /proc
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-# ---------------------------------------------------------------- the packs consumer
-
-
-class PackCollector(threading.Thread):
-    """Reads the packs and dead-letter topics from the start; remembers when each pack came."""
-
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(daemon=True, name="pack-collector")
-        from ctxbudget.kafka import io
-
-        self.consumer = io.client(
-            "consumer",
-            None,
-            brokers=bootstrap,
-            client_id="ctxbudget-bench",
-            group_id=None,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=20,
-            max_partition_fetch_bytes=16 * 1024 * 1024,
-            consumer_timeout_ms=1000,
-        )
-        io.assign_all(self.consumer, (PACKS, DEADLETTER), wait_s=60.0)
-        self.received: dict[str, float] = {}
-        self.dead_letters = 0
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            polled = self.consumer.poll(timeout_ms=50, max_records=2000)
-            now = time.monotonic()
-            if not polled:
-                continue
-            with self.lock:
-                for tp, records in polled.items():
-                    for r in records:
-                        if tp.topic == DEADLETTER:
-                            self.dead_letters += 1
-                        elif r.key is not None:
-                            self.received.setdefault(r.key.decode(), now)
-
-    def count(self, prefix: str) -> int:
-        with self.lock:
-            return sum(1 for k in self.received if k.startswith(prefix))
-
-    def times(self, prefix: str) -> dict[str, float]:
-        with self.lock:
-            return {k: v for k, v in self.received.items() if k.startswith(prefix)}
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(5)
-        self.consumer.close()
 
 
 # ---------------------------------------------------------------- a cluster per topology
@@ -179,30 +100,14 @@ class Cluster:
         for i, cmd in enumerate(self.worker_commands()):
             log = logdir / f"{self.name.replace('/', '-')}-worker{i}.log"
             self.logs.append(log)
-            with log.open("wb") as fh:
-                self.workers.append(
-                    subprocess.Popen(
-                        cmd,
-                        env=env,
-                        cwd=REPO,
-                        stdout=fh,
-                        stderr=subprocess.STDOUT,
-                        preexec_fn=_die_with_parent,  # no orphan workers if the bench is killed
-                    )
-                )
-        self.collector = PackCollector(self.broker.bootstrap)
+            self.workers.append(spawn(cmd, env, log))
+        self.collector = PackCollector(
+            self.broker.bootstrap, PACKS, DEADLETTER, keep_values=False, fetch_wait_ms=20
+        )
         self.collector.start()
 
     def stop(self) -> None:
-        for w in self.workers:
-            if w.poll() is None:
-                w.send_signal(signal.SIGTERM)
-        for w in self.workers:
-            try:
-                w.wait(20)
-            except subprocess.TimeoutExpired:
-                w.kill()
-                w.wait(5)
+        stop_all(self.workers, timeout_s=20)
         if self.collector is not None:
             self.collector.stop()
         if self.broker is not None:

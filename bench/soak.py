@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import default_traffic, percentile, table
-from bench.kafka import cluster, cpu_seconds, produce, rss_mb, traffic_file_for, warm_up
+from bench.kafka import cluster, produce, traffic_file_for, warm_up
+from bench.lab import cpu_seconds, rss_mb
 
 
 def run(args: Any) -> dict[str, Any]:

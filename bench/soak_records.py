@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from bench.common import default_traffic, percentile, table
-from bench.kafka import cpu_seconds, rss_mb
+from bench.lab import cpu_seconds, rss_mb
 from bench.soak import rss_verdict
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 import orjson
 from kafka import KafkaConsumer, KafkaProducer
 
+from bench.lab import spawn, stop_all
 from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.signing import generate_key_pair
@@ -85,26 +85,13 @@ class Lab:
 
     def start(self, *stages: str, log_dir: Path) -> subprocess.Popen[bytes]:
         log = log_dir / f"worker-{len(self.procs)}-{'-'.join(stages)}.log"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ctxbudget", "worker", *stages],
-            env=self.env(),
-            cwd=REPO,
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-        )
+        proc = spawn([sys.executable, "-m", "ctxbudget", "worker", *stages], self.env(), log)
         self.procs.append(proc)
         self.logs.append(log)
         return proc
 
     def stop_all(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(self.procs)
 
     def producer(self, **options: Any) -> KafkaProducer:
         config = {"acks": "all", "linger_ms": 2, **options}

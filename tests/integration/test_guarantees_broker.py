@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.guarantees import run_kill
+from bench.guarantees.kill import run_kill
 from workers.broker import BrokerStartError
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

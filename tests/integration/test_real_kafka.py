@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench.guarantees import run_kill
+from bench.guarantees.kill import run_kill
 from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline

@@ -14,14 +14,8 @@ from pathlib import Path
 import pytest
 
 import ctxbudget.stages.route as routing
-from bench.guarantees import (
-    FuzzCase,
-    authorization_off,
-    fuzz_cases,
-    pack_cases,
-    poison_lines,
-    run_poison,
-)
+from bench.guarantees.fuzz import FuzzCase, authorization_off, fuzz_cases, pack_cases
+from bench.guarantees.poison import poison_lines, run_poison
 
 
 @pytest.fixture(scope="module")
