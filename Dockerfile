@@ -27,7 +27,6 @@ print('\n'.join(p['optional-dependencies']['analytics']))" > analytics.txt \
  && pip install -c constraints.txt -r analytics.txt; fi
 COPY README.md ./
 COPY ctxbudget ./ctxbudget
-COPY workers ./workers
 COPY policies ./policies
 COPY topics ./topics
 COPY examples/batches.jsonl examples/use_from_python.py ./examples/
@@ -43,11 +42,13 @@ WORKDIR /app
 # The shipped policies and topic specs (also inside the package); mount your own over them.
 COPY policies ./policies
 COPY topics ./topics
+# The container entry points (`python -m workers STAGE...`); the code is in the wheel.
+COPY workers ./workers
 ENV CTXBUDGET_POLICIES=/app/policies
 # /data: where the audit sink keeps its DuckDB file (a volume; owned by the runtime user).
 RUN install -d -o 1000 -g 1000 /data
 USER 1000:1000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-  CMD ["python", "-m", "workers.healthcheck"]
+  CMD ["python", "-m", "ctxbudget.kafka.healthcheck"]
 ENTRYPOINT ["ctxbudget"]
 CMD ["worker", "all"]

@@ -8,7 +8,7 @@ reports wall time, the peak RSS and the RSS at the end, and what came out:
   which would refuse the batch at the door, are not in the way);
 - ``near-identical-2000``: 2,000 passages that differ in one word each, in process;
 - ``tiny-30000``: a valid 2.2 MB batch of 30,000 tiny candidates, through the route and the
-  fused record paths (``workers.handlers``): the bytes they would produce, per topic;
+  fused record paths (``ctxbudget.kafka.handlers``): the bytes they would produce, per topic;
 - ``candidates-100k``: 100,000 candidates in about 8 MB, through the fused record path;
 - ``tokenizer-400``: 400 batches naming a tokenizer that is not available, fused record path:
   RSS after a warm-up batch and at the end;
@@ -130,10 +130,16 @@ def _peak_mb() -> float:
 def _handler(stage: str, **limits: int) -> Any:
     """A handler built as a worker builds it: the input limits (the defaults, or raised by
     ``limits``) and the output limits of the shipped topic specs."""
+    from ctxbudget.kafka.handlers import (
+        Context,
+        Metrics,
+        Pipelines,
+        build_handler,
+        static_assignment,
+    )
+    from ctxbudget.kafka.limits import LimitSettings, load_specs, topic_limits
+    from ctxbudget.kafka.settings import TopicNames, WorkerSettings
     from ctxbudget.limits import InputLimits
-    from workers.handlers import Context, Metrics, Pipelines, build_handler, static_assignment
-    from workers.limits import LimitSettings, load_specs, topic_limits
-    from workers.settings import TopicNames, WorkerSettings
 
     held = InputLimits(**limits)
     ctx = Context(

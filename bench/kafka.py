@@ -46,7 +46,7 @@ from typing import Any
 
 from bench.common import REPO, Traffic, default_traffic, percentile, table
 from bench.lab import PackCollector, cpu_seconds, rss_mb, spawn, stop_all
-from workers.broker import _die_with_parent
+from ctxbudget.kafka.broker import _die_with_parent
 
 PACKS = "ctx.packs.v1"
 DEADLETTER = "ctx.deadletter.v1"
@@ -80,9 +80,9 @@ class Cluster:
         return [[*base, stage] for stage in STAGES]
 
     def start(self, logdir: Path) -> None:
-        from workers.broker import EmbeddedBroker
-        from workers.topic_admin import apply_topics
-        from workers.topics import load_topic_specs
+        from ctxbudget.kafka.broker import EmbeddedBroker
+        from ctxbudget.kafka.topic_admin import apply_topics
+        from ctxbudget.kafka.topics import load_topic_specs
 
         self.broker = EmbeddedBroker().start()
         apply_topics(self.broker.bootstrap, load_topic_specs(REPO / "topics"))

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from bench.common import REPO
-from workers.broker import _die_with_parent
+from ctxbudget.kafka.broker import _die_with_parent
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

@@ -92,9 +92,9 @@ def _phase(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workers.broker import EmbeddedBroker
-    from workers.topic_admin import apply_topics
-    from workers.topics import load_topic_specs
+    from ctxbudget.kafka.broker import EmbeddedBroker
+    from ctxbudget.kafka.topic_admin import apply_topics
+    from ctxbudget.kafka.topics import load_topic_specs
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rate", type=float, default=50.0)

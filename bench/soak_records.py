@@ -4,7 +4,7 @@ Why it exists: the embedded broker keeps every record in memory and has no reten
 memory engine implements neither retention nor DeleteRecords), so an hour at 100 batches/s
 through it needs more memory than a development machine has, and the broker slows as it
 fills. This soak runs, for as long as asked, exactly what a fused worker runs per record
-(``workers.handlers.FusedHandler.handle``: decode, the four stages, encode the pack and the
+(``ctxbudget.kafka.handlers.FusedHandler.handle``: decode, the four stages, encode the pack and the
 four TraceEvents, dead letters for bad records), built the way ``WorkerApp`` builds it, in a
 child process of its own, at a fixed rate on an open-loop schedule. The child reads its
 traffic from a file line by line (cycling, each cycle with fresh request ids), so the traffic
@@ -63,9 +63,15 @@ def _lines(path: Path) -> Any:
 
 def _handler(policy: str) -> Any:
     """The fused handler as ``WorkerApp`` builds it: input limits, the topics' limits."""
-    from workers.handlers import Context, Metrics, Pipelines, build_handler, static_assignment
-    from workers.limits import LimitSettings, input_limits, load_specs, topic_limits
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka.handlers import (
+        Context,
+        Metrics,
+        Pipelines,
+        build_handler,
+        static_assignment,
+    )
+    from ctxbudget.kafka.limits import LimitSettings, input_limits, load_specs, topic_limits
+    from ctxbudget.kafka.settings import WorkerSettings
 
     settings, limits = WorkerSettings(), LimitSettings()
     tops = topic_limits(settings, load_specs(limits))

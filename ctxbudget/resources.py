@@ -23,7 +23,7 @@ SOURCE_TREE = Path(__file__).resolve().parent.parent
 
 
 def shipped(name: str) -> Path:
-    """The shipped folder ``name`` ("policies", "topics", "examples").
+    """The shipped folder ``name`` ("policies", "topics", "examples", "ops/kafka").
 
     The checkout's when the package runs from a source tree (recognised by its
     ``pyproject.toml``), else the package's own copy.

@@ -1,5 +1,6 @@
-"""Kafka plumbing and the thin faust-streaming workers around the pure ``ctxbudget`` core."""
+"""The deployable edge: what a container or a process supervisor runs.
 
-from ctxbudget.blas import limit_blas_threads
-
-limit_blas_threads()  # one BLAS thread per worker process unless configured
+The workers' code is :mod:`ctxbudget.kafka`; this folder holds only entry points that run it
+(``python -m workers STAGE...``, ``python -m workers.healthcheck``). It is not in the wheel,
+which installs ``ctxbudget`` alone; the worker image copies it beside the installed package.
+"""

@@ -51,8 +51,8 @@ too, and each must end as exactly one pack or one dead letter (identical repeats
 after a kill), with every worker alive at the end.
 
 ``kill --kafka 3``: the same on a real Apache Kafka cluster of 3 loopback nodes
-(:mod:`workers.kafka_cluster`; replication factor 3, ``min.insync.replicas`` 2, acks=all,
-SASL/SCRAM, ACLs from :mod:`workers.acls` applied, each stage worker connecting as its own
+(:mod:`ctxbudget.kafka.kafka_cluster`; replication factor 3, ``min.insync.replicas`` 2, acks=all,
+SASL/SCRAM, ACLs from :mod:`ctxbudget.kafka.acls` applied, each stage worker connecting as its own
 principal). ``--replicas 3`` runs a consumer group of 3 processes per stage (the worker
 SIGKILLs pick among them); ``--broker-kills N`` SIGKILLs the node leading partition 0 of the
 candidates topic, then of the packs topic, in turn, and starts it again after

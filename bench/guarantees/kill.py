@@ -57,9 +57,9 @@ class _Topology:
         replicas: int = 1,
         cluster: Any = None,
     ) -> None:
-        from workers.broker import EmbeddedBroker
-        from workers.topic_admin import apply_topics
-        from workers.topics import load_topic_specs
+        from ctxbudget.kafka.broker import EmbeddedBroker
+        from ctxbudget.kafka.topic_admin import apply_topics
+        from ctxbudget.kafka.topics import load_topic_specs
 
         self.logdir = logdir
         self.cluster: Any = None
@@ -96,9 +96,9 @@ class _Topology:
         self, nodes: int, specs: Sequence[Any], group_prefix: str, given: Any
     ) -> Any:
         """The cluster (``given``, or a new one of ``nodes``), topics and ACLs applied."""
-        from workers.acls import acl_plan, apply_acls, principals
-        from workers.kafka_cluster import KafkaCluster
-        from workers.topic_admin import apply_topics
+        from ctxbudget.kafka.acls import acl_plan, apply_acls, principals
+        from ctxbudget.kafka.kafka_cluster import KafkaCluster
+        from ctxbudget.kafka.topic_admin import apply_topics
 
         names = principals()
         cluster = given or KafkaCluster(nodes=nodes, users=list(names.values())).start()
@@ -505,7 +505,7 @@ def run_kill(
     broker_restart_delay_s: float = 5.0,
     cluster: Any = None,
 ) -> dict[str, Any]:
-    """``cluster``: a running :class:`~workers.kafka_cluster.KafkaCluster` to use (and leave
+    """``cluster``: a running :class:`~ctxbudget.kafka.kafka_cluster.KafkaCluster` to use (and leave
     running) instead of a new broker; its shipped topics must not hold records yet."""
     from ctxbudget.kafka import io
 

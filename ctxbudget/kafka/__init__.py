@@ -1,22 +1,26 @@
-"""The Kafka edge of the ``ctxbudget`` package: the one place in it that talks to Kafka.
+"""The Kafka edge: the one package that talks to Kafka, and the workers that run on it.
 
-No module under ``ctxbudget/`` other than this package imports ``kafka`` (kafka-python),
-``aiokafka`` or ``workers``; ``tests/unit/test_kafka_edge.py`` walks the sources and holds
-that rule. The commands and the audit sink reach Kafka through this package only:
+Everything that needs a broker is here; the pure core (every other module of ``ctxbudget``
+but :mod:`ctxbudget.cli`) never imports this package, kafka-python, aiokafka or faust, and
+``tests/unit/test_kafka_edge.py`` walks the sources and holds that rule. Dependencies point
+one way: ``ctxbudget.cli`` -> ``ctxbudget.kafka`` -> the core.
 
-- :mod:`ctxbudget.kafka.io`: clients from the one client-config factory, reading a topic
-  (from the start until it goes quiet, or from stored positions), writing records;
-- :mod:`ctxbudget.kafka.control`: the control topic (the state in force, a change to it);
-- :mod:`ctxbudget.kafka.replay`: where replay writes (the shadow lane, never the live topic);
-- this module: what the commands run from ``workers``: the settings, the embedded broker,
-  the loopback Apache Kafka cluster, the topic specs and their admin, the ACL plan, a worker.
+- settings and clients: :mod:`.settings` (``CTXBUDGET_*``), :mod:`.clients` (the one
+  client-config factory), :mod:`.limits` (the limits a worker enforces), :mod:`.io` (reading
+  and writing topics from the commands);
+- the workers: :mod:`.app` (the faust app and its stage agents), :mod:`.handlers` (bytes in,
+  outputs out, per stage), :mod:`.delivery`, :mod:`.transport`, :mod:`.control_follower`
+  (the signed control state each worker follows), :mod:`.observability`, :mod:`.logs`,
+  :mod:`.probe`, :mod:`.healthcheck`, :mod:`.scratch`, :mod:`.lanes`; the verify worker,
+  :mod:`.verify` over :mod:`.verify_join`;
+- the operator's side: :mod:`.control` (the control topic from a command), :mod:`.replay`,
+  :mod:`.coverage`, the topic specs and their admin (:mod:`.topics`, :mod:`.topic_admin`),
+  the ACL plan (:mod:`.acls`);
+- brokers to run against: :mod:`.broker` (the embedded development broker) and
+  :mod:`.kafka_cluster` (a loopback Apache Kafka cluster fetched with Maven).
 
-Dependencies point one way: ``ctxbudget.cli`` -> ``ctxbudget.kafka`` -> ``workers`` -> the
-core. ``workers`` (the faust workers and the broker-side code) never imports this package.
-The client-config factory stays in ``workers.clients`` and is used from here rather than moved
-here: the commands run workers, the embedded broker and the topic admin, so this package
-depends on ``workers`` in any case, and the workers build their own clients with the factory
-without importing the package that sits above them.
+The top-level ``workers/`` folder of the repository holds only what a container runs
+(``python -m workers.healthcheck``); the wheel installs ``ctxbudget`` alone.
 
 Nothing here imports kafka-python, aiokafka or faust at import time: they are imported when a
 client or a worker is made, so ``import ctxbudget.kafka`` works without the ``kafka`` extra
@@ -27,24 +31,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workers.acls import ROLES, AclBinding, acl_plan, apply_acls, plan_json, principals
-from workers.acls import render_commands as render_acl_commands
-from workers.broker import BrokerPortInUseError, BrokerStartError, EmbeddedBroker, run_forever
-from workers.control import trusted_keys
-from workers.kafka_cluster import KafkaCluster, fetch_kafka, run_cluster_forever
-from workers.lanes import LaneError, check_destination, check_roles, written_roles
-from workers.limits import LimitSettings, input_limits, load_specs
-from workers.observability import MetricsPortInUseError, check_port_free
-from workers.probe import BrokerNotAnsweringError, ask_brokers
-from workers.settings import TopicNames, WorkerSettings
-from workers.topic_admin import (
+from ctxbudget.blas import limit_blas_threads
+from ctxbudget.kafka.acls import ROLES, AclBinding, acl_plan, apply_acls, plan_json, principals
+from ctxbudget.kafka.acls import render_commands as render_acl_commands
+from ctxbudget.kafka.broker import (
+    BrokerPortInUseError,
+    BrokerStartError,
+    EmbeddedBroker,
+    run_forever,
+)
+from ctxbudget.kafka.control_follower import trusted_keys
+from ctxbudget.kafka.kafka_cluster import KafkaCluster, fetch_kafka, run_cluster_forever
+from ctxbudget.kafka.lanes import LaneError, check_destination, check_roles, written_roles
+from ctxbudget.kafka.limits import LimitSettings, input_limits, load_specs
+from ctxbudget.kafka.observability import MetricsPortInUseError, check_port_free
+from ctxbudget.kafka.probe import BrokerNotAnsweringError, ask_brokers
+from ctxbudget.kafka.settings import TopicNames, WorkerSettings
+from ctxbudget.kafka.topic_admin import (
     ApplyReport,
     DriftFinding,
     TopicAdminError,
     apply_topics,
     verify_topics,
 )
-from workers.topics import DEFAULT_TOPICS_DIR, TopicError, TopicSpec, load_topic_specs
+from ctxbudget.kafka.topics import DEFAULT_TOPICS_DIR, TopicError, TopicSpec, load_topic_specs
+
+limit_blas_threads()  # one BLAS thread per worker process unless configured
 
 __all__ = [
     "DEFAULT_TOPICS_DIR",
@@ -95,7 +107,7 @@ def run_worker(settings: WorkerSettings, stages: Sequence[str]) -> None:
 
     faust is imported here, when a worker is run, not when the command line starts.
     """
-    from workers.app import WorkerApp
+    from ctxbudget.kafka.app import WorkerApp
 
     WorkerApp(settings, stages).run()
 
@@ -103,7 +115,7 @@ def run_worker(settings: WorkerSettings, stages: Sequence[str]) -> None:
 def verify_access() -> tuple[tuple[str, str], bool]:
     """What the ACL plan needs of the verify worker's ``CTXBUDGET_VERIFY_*`` settings: its
     (answers, verdicts) topics, and whether it writes labels."""
-    from workers.verify import VerifySettings
+    from ctxbudget.kafka.verify import VerifySettings
 
     verify = VerifySettings()
     return (verify.answers_topic, verify.verdicts_topic), verify.labels
@@ -111,6 +123,6 @@ def verify_access() -> tuple[tuple[str, str], bool]:
 
 def run_verify_worker(settings: WorkerSettings) -> None:
     """Run the verify worker until SIGTERM/SIGINT (``ctxbudget worker verify``)."""
-    from workers.verify import run_verify_worker as run
+    from ctxbudget.kafka.verify import run_verify_worker as run
 
     run(settings)

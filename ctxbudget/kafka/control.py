@@ -3,7 +3,8 @@
 The rules are the library's: :func:`ctxbudget.rollout.next_state` (the version one higher,
 known policies only, a percentage needs a candidate), :func:`ctxbudget.signing.judge` (which
 records count: signed by a trusted key, each version above the last) and the workers' starting
-state (:func:`workers.control.starting_state`, the state in force while the topic holds none).
+state (:func:`ctxbudget.kafka.control_follower.starting_state`, the state in force while
+the topic holds none).
 This module reads the topic, asks those rules, and writes the new state, signed with the
 operator's key (``CTXBUDGET_CONTROL_KEY``), with its audit event; it supplies the clock and
 the identity of who changed it, which the rules never read.
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ctxbudget.codec import encode
 from ctxbudget.errors import ConfigError, KafkaEdgeError
+from ctxbudget.kafka.control_follower import ROLLOUT_KEY, starting_state
 from ctxbudget.kafka.io import TopicNotFoundError, client, read_topic
 from ctxbudget.rollout import ControlEvent, ControlState, next_state
 from ctxbudget.signing import (
@@ -37,10 +39,9 @@ from ctxbudget.signing import (
     load_trusted_keys,
     sign_state,
 )
-from workers.control import ROLLOUT_KEY, starting_state
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka.settings import WorkerSettings
 
 __all__ = [
     "ControlKeyError",

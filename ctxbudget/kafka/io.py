@@ -1,7 +1,8 @@
 """Reading and writing topics: kafka-python clients from the one client-config factory.
 
-- :func:`client` builds a producer, consumer or admin client (``workers.clients``: the bootstrap
-  servers and the security settings of :class:`~workers.settings.WorkerSettings`); inside
+- :func:`client` builds a producer, consumer or admin client (``ctxbudget.kafka.clients``:
+  the bootstrap servers and the security settings of
+  :class:`~ctxbudget.kafka.settings.WorkerSettings`); inside
   :func:`reaching`, a broker that cannot be reached is a :class:`BrokerUnreachableError`.
 - :func:`read_topic` reads every partition of a topic from the start (or an offset) until it
   goes quiet: ``ctxbudget replay --from-topic``, ``compare`` and the control state read;
@@ -25,11 +26,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxbudget.errors import KafkaEdgeError, one_line
-from workers import clients
-from workers.probe import BOOTSTRAP_TIMEOUT_MS
+from ctxbudget.kafka import clients
+from ctxbudget.kafka.probe import BOOTSTRAP_TIMEOUT_MS
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka.settings import WorkerSettings
 
 __all__ = [
     "BrokerUnreachableError",

@@ -16,8 +16,8 @@ from ctxbudget.codec import encode
 from ctxbudget.schemas import Pack, TraceEvent
 
 if TYPE_CHECKING:
-    from workers.settings import TopicNames
-    from workers.topics import TopicSpec
+    from ctxbudget.kafka.settings import TopicNames
+    from ctxbudget.kafka.topics import TopicSpec
 
 __all__ = ["OutRecord", "ReplayTopics", "replay_records", "replay_topics"]
 
@@ -43,11 +43,12 @@ def replay_topics(
     topics: TopicNames, specs: Sequence[TopicSpec] = (), *, shadow: str | None = None
 ) -> ReplayTopics:
     """The topics replay writes to: ``shadow`` (default: the shadow topic setting) and the
-    audit topic. A :class:`~workers.lanes.LaneError` (a ConfigError) when either is a live
-    topic (:func:`workers.lanes.check_destination`: the configured packs topic, ``ctx.packs.v1``,
+    audit topic. A :class:`~ctxbudget.kafka.lanes.LaneError` (a ConfigError) when either is a live
+    topic (:func:`ctxbudget.kafka.lanes.check_destination`: the configured packs topic,
+    ``ctx.packs.v1``,
     or a spec declaring ``lane: live``), or the shadow one has a spec not declaring
     ``lane: shadow``."""
-    from workers.lanes import check_destination
+    from ctxbudget.kafka.lanes import check_destination
 
     destination = check_destination(
         topics.shadow if shadow is None else shadow, topics, specs, writer="replay"

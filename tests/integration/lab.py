@@ -1,7 +1,7 @@
 """A private set of topics on the session broker, worker processes, and helpers.
 
 The broker is the embedded one (plaintext) or a real Apache Kafka cluster
-(:class:`workers.kafka_cluster.KafkaCluster`): then the lab's own clients and its workers
+(:class:`ctxbudget.kafka.kafka_cluster.KafkaCluster`): then the lab's own clients and its workers
 connect with SASL/SCRAM as the cluster's ``user`` (its super user unless said otherwise).
 """
 
@@ -25,13 +25,13 @@ from kafka import KafkaConsumer, KafkaProducer
 from bench.lab import spawn, stop_all
 from bench.traffic import synthetic
 from ctxbudget.codec import encode
+from ctxbudget.kafka import clients
+from ctxbudget.kafka.broker import EmbeddedBroker
+from ctxbudget.kafka.settings import TopicNames, WorkerSettings
+from ctxbudget.kafka.topic_admin import apply_topics
+from ctxbudget.kafka.topics import TopicSpec
 from ctxbudget.signing import generate_key_pair
 from tests.paths import REPO
-from workers import clients
-from workers.broker import EmbeddedBroker
-from workers.settings import TopicNames, WorkerSettings
-from workers.topic_admin import apply_topics
-from workers.topics import TopicSpec
 
 
 class Broker(Protocol):

@@ -19,14 +19,14 @@ from kafka import KafkaProducer
 
 from bench.traffic import synthetic
 from ctxbudget.codec import encode
+from ctxbudget.kafka.broker import EmbeddedBroker
+from ctxbudget.kafka.settings import TopicNames
+from ctxbudget.kafka.topic_admin import apply_topics
+from ctxbudget.kafka.topics import TopicSpec
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.rollout import ControlApplied, ControlEvent, ControlState
 from tests.paths import REPO
-from workers.broker import EmbeddedBroker
-from workers.settings import TopicNames
-from workers.topic_admin import apply_topics
-from workers.topics import TopicSpec
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -15,15 +15,15 @@ import orjson
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from workers import broker as broker_module
-from workers.broker import (
+from ctxbudget.kafka import broker as broker_module
+from ctxbudget.kafka.broker import (
     BrokerNotRunningError,
     BrokerPortInUseError,
     BrokerStartError,
     EmbeddedBroker,
 )
-from workers.topic_admin import ApplyReport, apply_topics, verify_topics
-from workers.topics import TopicSpec
+from ctxbudget.kafka.topic_admin import ApplyReport, apply_topics, verify_topics
+from ctxbudget.kafka.topics import TopicSpec
 
 pytestmark = pytest.mark.broker
 
@@ -111,7 +111,7 @@ def test_broker_start_failure_shows_the_broker_output(monkeypatch: pytest.Monkey
 
 def test_run_forever_prints_the_address_and_stops_on_sigterm() -> None:
     """`ctxbudget broker` relies on it: the first line is the address; SIGTERM is a clean stop."""
-    code = "from workers.broker import run_forever; raise SystemExit(run_forever())"
+    code = "from ctxbudget.kafka.broker import run_forever; raise SystemExit(run_forever())"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench.guarantees.kill import run_kill
-from workers.broker import BrokerStartError
+from ctxbudget.kafka.broker import BrokerStartError
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """The ACL plan on a real Apache Kafka cluster: each role may do exactly what it is granted.
 
-Private topics and a private group prefix per module; the plan of :mod:`workers.acls` is
+Private topics and a private group prefix per module; the plan of :mod:`ctxbudget.kafka.acls` is
 applied for them, then every role's principal tries to write and read every topic and to
 join every stage's consumer group. The broker's answers must be the plan, to the binding.
 """
@@ -22,13 +22,13 @@ from kafka.errors import (
 )
 
 from ctxbudget.codec import decode_batch, encode
+from ctxbudget.kafka import clients
+from ctxbudget.kafka.acls import ROLES, AclBinding, acl_plan, apply_acls, principals
+from ctxbudget.kafka.kafka_cluster import KafkaCluster
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from tests.integration.lab import Lab, batches, make_lab
 from tests.paths import REPO
-from workers import clients
-from workers.acls import ROLES, AclBinding, acl_plan, apply_acls, principals
-from workers.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """The worker suite on a real Apache Kafka cluster (3 KRaft nodes, SASL/SCRAM, ACLs on).
 
-The session's ``kafka_cluster`` (Maven-fetched Kafka, :mod:`workers.kafka_cluster`) replaces
+The session's ``kafka_cluster`` (Maven-fetched Kafka, :mod:`ctxbudget.kafka.kafka_cluster`) replaces
 the embedded broker: the same identity, failover and restart checks, plus what only a real
 broker does: refusing a record over a topic's ``max.message.bytes``, and surviving the loss
 of a partition leader (replication factor 3, ``min.insync.replicas`` 2, acks=all).
@@ -19,12 +19,12 @@ import pytest
 from bench.guarantees.kill import run_kill
 from bench.traffic import synthetic
 from ctxbudget.codec import encode
+from ctxbudget.kafka.kafka_cluster import KafkaCluster
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from tests.integration import test_workers
 from tests.integration.lab import Lab, collect, make_lab, produce
 from tests.paths import REPO
-from workers.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.slow]
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.paths import REPO
 
-#: The broker question gives up after 4 s (workers.probe.ASK_TIMEOUT_S) and an idle machine
+#: The broker question gives up after 4 s (ctxbudget.kafka.probe.ASK_TIMEOUT_S) and an idle machine
 #: answers in 6-9 s all told; a loaded 2-core CI machine adds seconds of interpreter start-up
 #: (`ctxbudget --help` alone took 6 s at a load average of 58). kafka-python's own default
 #: made it 30 s.

@@ -1,4 +1,4 @@
-"""The ACL plan (workers.acls): one principal per role, only the grants its code needs."""
+"""The ACL plan (ctxbudget.kafka.acls): one principal per role, only the grants its code needs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from ctxbudget.cli import main
-from workers.acls import ROLES, AclBinding, acl_plan, plan_json, principals, render_commands
-from workers.settings import TopicNames, WorkerSettings
+from ctxbudget.kafka.acls import ROLES, AclBinding, acl_plan, plan_json, principals, render_commands
+from ctxbudget.kafka.settings import TopicNames, WorkerSettings
 
 T = TopicNames()
 

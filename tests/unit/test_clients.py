@@ -25,8 +25,8 @@ faust = pytest.importorskip("faust", reason="the 'kafka' extra is not installed"
 
 from kafka.errors import KafkaTimeoutError  # noqa: E402
 
-from workers import clients  # noqa: E402
-from workers.settings import WorkerSettings  # noqa: E402
+from ctxbudget.kafka import clients  # noqa: E402
+from ctxbudget.kafka.settings import WorkerSettings  # noqa: E402
 
 SECURED = {
     "CTXBUDGET_SECURITY_PROTOCOL": "SASL_SSL",
@@ -163,13 +163,13 @@ def test_the_password_is_not_in_the_settings_description() -> None:
 
 
 def test_no_kafka_client_is_built_outside_the_factory() -> None:
-    """Every kafka-python construction goes through workers/clients.py (the benchmarks too)."""
+    """Every kafka-python construction goes through ctxbudget/kafka/clients.py (benches too)."""
     pattern = re.compile(r"\bKafka(Producer|Consumer|AdminClient)\(")
     offenders = [
         f"{path.relative_to(REPO)}:{n}"
         for folder in ("ctxbudget", "workers", "bench")
         for path in sorted((REPO / folder).rglob("*.py"))
-        if path != REPO / "workers" / "clients.py"
+        if path != REPO / "ctxbudget" / "kafka" / "clients.py"
         for n, line in enumerate(path.read_text().splitlines(), start=1)
         if pattern.search(line)
     ]
@@ -180,7 +180,7 @@ def test_no_kafka_client_is_built_outside_the_factory() -> None:
 
 
 def test_faust_agents_get_the_credentials(secured: Path) -> None:
-    from workers.app import WorkerApp
+    from ctxbudget.kafka.app import WorkerApp
 
     app = WorkerApp(WorkerSettings(policies=REPO / "policies"), ["route"])
     try:
@@ -194,12 +194,12 @@ def test_faust_agents_get_the_credentials(secured: Path) -> None:
 
 
 def test_control_follower_and_control_producer(secured: Path, recorder: Recorder) -> None:
+    from ctxbudget.kafka.app import WorkerApp
     from ctxbudget.rollout import ControlState
-    from workers.app import WorkerApp
 
     app = WorkerApp(WorkerSettings(policies=REPO / "policies"), ["route"])
     try:
-        from workers.control import ControlFollower, ControlHolder
+        from ctxbudget.kafka.control_follower import ControlFollower, ControlHolder
 
         follower = ControlFollower(
             bootstrap=app.settings.bootstrap(),
@@ -219,7 +219,7 @@ def test_control_follower_and_control_producer(secured: Path, recorder: Recorder
 
 def test_the_worker_passes_its_settings_to_the_follower() -> None:
     """WorkerApp.start_control builds the follower with the worker's settings."""
-    source = (REPO / "workers" / "app.py").read_text()
+    source = (REPO / "ctxbudget" / "kafka" / "app.py").read_text()
     call = source[source.index("self.follower = ControlFollower(") :][:400]
     assert "settings=self.settings" in call
 

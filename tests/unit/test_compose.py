@@ -102,7 +102,7 @@ def test_every_long_running_service_has_a_healthcheck_and_limits() -> None:
         assert float(limits["cpus"]) > 0 and limits["memory"].endswith(("M", "G")), name
     for stage in STAGES:
         assert services[stage]["healthcheck"]["test"] == [
-            "CMD", "python", "-m", "workers.healthcheck",
+            "CMD", "python", "-m", "ctxbudget.kafka.healthcheck",
         ]  # fmt: skip
     assert services["topics"]["healthcheck"] == {"disable": True}
 
@@ -188,7 +188,7 @@ def test_docker_compose_config_accepts_the_file() -> None:
 def test_each_service_connects_as_the_principal_of_its_role() -> None:
     """One identity per role: the workers, the topics job and the audit sink each name the
     SCRAM user `ctxbudget acls` grants their role, with a password of their own."""
-    from workers.acls import principals
+    from ctxbudget.kafka.acls import principals
 
     users = principals()
     services = COMPOSE["services"]

@@ -11,17 +11,17 @@ from prometheus_client.exposition import generate_latest
 from structlog.testing import capture_logs
 
 from ctxbudget.codec import encode
-from ctxbudget.rollout import ControlState
-from ctxbudget.signing import REFUSAL_REASONS, KeyRing, Verdict, sign_state
-from tests.paths import REPO
-from workers.control import (
+from ctxbudget.kafka.control_follower import (
     ROLLOUT_KEY,
     ControlFollower,
     ControlHolder,
     RefusalLog,
     refusal_counter,
 )
-from workers.settings import WorkerSettings
+from ctxbudget.kafka.settings import WorkerSettings
+from ctxbudget.rollout import ControlState
+from ctxbudget.signing import REFUSAL_REASONS, KeyRing, Verdict, sign_state
+from tests.paths import REPO
 
 KEY = Ed25519PrivateKey.generate()
 START = ControlState(baseline="default@1", candidate="lean@1")
@@ -104,7 +104,7 @@ def test_a_worker_without_a_trusted_key_runs_the_baseline_and_says_so(
 ) -> None:
     """No CTXBUDGET_CONTROL_TRUSTED_KEYS: baseline only, one line at start, readiness says it."""
     pytest.importorskip("faust")
-    from workers.app import NO_TRUSTED_KEY, WorkerApp
+    from ctxbudget.kafka.app import NO_TRUSTED_KEY, WorkerApp
 
     monkeypatch.chdir(tmp_path)
     app = WorkerApp(WorkerSettings(policies=REPO / "policies"), ["fused"])

@@ -13,14 +13,14 @@ from ctxbudget.codec import decode_batch, encode
 from ctxbudget.envelope import datamark_instruction, parse, render
 from ctxbudget.errors import ConfigError
 from ctxbudget.escaping import datamark, escape_text, unescape, unmark
+from ctxbudget.kafka.handlers import Context, Metrics, Pipelines, build_handler, static_assignment
+from ctxbudget.kafka.settings import TopicNames
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, load_policy
 from ctxbudget.schemas import EvidenceItem, EvidenceSpan
 from ctxbudget.testing import batch, candidate
 from ctxbudget.tokens import TiktokenCounter
 from tests.paths import REPO
-from workers.handlers import Context, Metrics, Pipelines, build_handler, static_assignment
-from workers.settings import TopicNames
 
 MARK = "\u02c6"
 EXAMPLES = (REPO / "examples" / "batches.jsonl").read_bytes().splitlines()

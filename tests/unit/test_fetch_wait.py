@@ -18,13 +18,13 @@ from tests.paths import REPO
 aiokafka = pytest.importorskip("aiokafka", reason="the 'kafka' extra is not installed")
 pytest.importorskip("faust", reason="the 'kafka' extra is not installed")
 
-from workers.settings import WorkerSettings  # noqa: E402
-from workers.transport import FetchWaitApp, FetchWaitTransport  # noqa: E402
+from ctxbudget.kafka.settings import WorkerSettings  # noqa: E402
+from ctxbudget.kafka.transport import FetchWaitApp, FetchWaitTransport  # noqa: E402
 
 
 @pytest.fixture
 def worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Any]:
-    from workers.app import WorkerApp
+    from ctxbudget.kafka.app import WorkerApp
 
     monkeypatch.chdir(tmp_path)  # no .env file
     app = WorkerApp(WorkerSettings(policies=REPO / "policies", fetch_max_wait_ms=37), ["route"])

@@ -9,8 +9,7 @@ import orjson
 import pytest
 
 from ctxbudget.codec import decode_batch, encode
-from tests.paths import REPO
-from workers.handlers import (
+from ctxbudget.kafka.handlers import (
     Context,
     Metrics,
     Output,
@@ -18,7 +17,8 @@ from workers.handlers import (
     build_handler,
     static_assignment,
 )
-from workers.settings import TopicNames
+from ctxbudget.kafka.settings import TopicNames
+from tests.paths import REPO
 
 TOPICS = TopicNames()
 EXAMPLES = (REPO / "examples" / "batches.jsonl").read_bytes().splitlines()

@@ -1,4 +1,4 @@
-"""The loopback Kafka cluster's configuration (workers.kafka_cluster), without starting a JVM."""
+"""The loopback Kafka cluster's configuration (ctxbudget.kafka.kafka_cluster), no JVM started."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from workers.kafka_cluster import ADMIN_USER, KAFKA_VERSION, POM, KafkaCluster, kafka_cache_dir
+from ctxbudget.kafka.kafka_cluster import (
+    ADMIN_USER,
+    KAFKA_VERSION,
+    POM,
+    KafkaCluster,
+    kafka_cache_dir,
+)
 
 
 def _prepared(tmp_path: Path, nodes: int) -> KafkaCluster:

@@ -27,7 +27,12 @@ from ctxbudget.testing import batch, candidate
 from tests.paths import REPO
 
 EDGE = REPO / "ctxbudget" / "kafka"
-FORBIDDEN = ("kafka", "aiokafka", "workers")
+#: Kafka clients, the faust runtime, and the deployable shims of the top-level ``workers/``.
+FORBIDDEN = ("kafka", "aiokafka", "faust", "mode", "workers")
+#: Where the core ends: the command line and the Kafka edge may import the edge.
+OUTSIDE_CORE = (REPO / "ctxbudget" / "cli", EDGE)
+#: ``python -m ctxbudget`` runs the command line.
+ENTRY = REPO / "ctxbudget" / "__main__.py"
 
 
 # -- the rule -----------------------------------------------------------------------------------
@@ -63,7 +68,33 @@ def _offenders(root: Path) -> list[str]:
 
 
 def test_only_the_edge_package_imports_kafka_or_the_workers() -> None:
+    """No module of the package outside ctxbudget/kafka imports a Kafka client, faust or the
+    top-level workers shims."""
     assert _offenders(REPO / "ctxbudget") == []
+
+
+def test_the_core_never_imports_the_edge_or_the_command_line() -> None:
+    """Dependencies point one way: cli -> kafka -> core; no core module imports either."""
+    found = [
+        f"{path.relative_to(REPO)}:{line}: {module}"
+        for path in sorted((REPO / "ctxbudget").rglob("*.py"))
+        if path != ENTRY and not any(outside in path.parents for outside in OUTSIDE_CORE)
+        for line, module in _imported(ast.parse(path.read_text(), filename=str(path)))
+        if module.startswith(("ctxbudget.kafka", "ctxbudget.cli"))
+    ]
+    assert found == []
+
+
+def test_nothing_in_the_package_or_the_benches_imports_the_deploy_shims() -> None:
+    """The top-level workers/ holds only what a container runs; the code lives in the package."""
+    found = [
+        f"{path.relative_to(REPO)}:{line}: {module}"
+        for folder in ("ctxbudget", "bench", "tests")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for line, module in _imported(ast.parse(path.read_text(), filename=str(path)))
+        if module.split(".")[0] == "workers"
+    ]
+    assert found == []
 
 
 def test_the_rule_sees_every_kind_of_import(tmp_path: Path) -> None:
@@ -72,22 +103,27 @@ def test_the_rule_sees_every_kind_of_import(tmp_path: Path) -> None:
         "import kafka.errors\n"
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from workers.settings import WorkerSettings\n"
+        "    from faust import App\n"
         "def f():\n"
         "    from aiokafka import AIOKafkaConsumer\n"
         "    import importlib\n"
-        "    return importlib.import_module('workers.app')\n"
+        "    return importlib.import_module('workers.healthcheck')\n"
         "from ctxbudget.kafka import io\n"
         "import kafkaesque\n"
     )
     assert [o.split(": ")[1] for o in _offenders(tmp_path)] == [
         "kafka.errors",
-        "workers.settings",
+        "faust",
         "aiokafka",
-        "workers.app",
+        "workers.healthcheck",
     ]
     edge = {m for p in EDGE.rglob("*.py") for _, m in _imported(ast.parse(p.read_text()))}
-    assert {"workers", "workers.control", "workers.settings"} <= edge
+    assert {
+        "kafka",
+        "faust",
+        "ctxbudget.kafka.control_follower",
+        "ctxbudget.kafka.settings",
+    } <= edge
 
 
 _BLOCK = """
@@ -405,7 +441,7 @@ def test_a_worker_logs_a_refused_control_record_in_one_line() -> None:
     state in force stays."""
     from structlog.testing import capture_logs
 
-    from workers.control import ROLLOUT_KEY, ControlFollower, ControlHolder
+    from ctxbudget.kafka.control_follower import ROLLOUT_KEY, ControlFollower, ControlHolder
 
     holder = ControlHolder(ControlState(baseline="default@1"))
     follower = ControlFollower(bootstrap=["k1:9093"], topic="c", holder=holder)

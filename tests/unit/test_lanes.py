@@ -8,10 +8,16 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ctxbudget.cli import main
+from ctxbudget.kafka.lanes import (
+    LIVE_PACK_TOPIC,
+    LaneError,
+    check_destination,
+    check_roles,
+    is_live,
+)
+from ctxbudget.kafka.settings import TopicNames
+from ctxbudget.kafka.topics import TopicSpec, load_topic_specs
 from tests.paths import REPO
-from workers.lanes import LIVE_PACK_TOPIC, LaneError, check_destination, check_roles, is_live
-from workers.settings import TopicNames
-from workers.topics import TopicSpec, load_topic_specs
 
 SPECS = load_topic_specs(REPO / "topics")
 BATCHES = str(REPO / "examples" / "batches.jsonl")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from workers.logs import REPEAT_WINDOW_S, RepeatLimiter, bind_request, cause_of, configure
+from ctxbudget.kafka.logs import REPEAT_WINDOW_S, RepeatLimiter, bind_request, cause_of, configure
 
 
 @pytest.fixture(autouse=True)
@@ -170,7 +170,9 @@ def test_events_naming_different_reasons_are_different_causes() -> None:
     limiter = RepeatLimiter(window_s=60.0, clock=lambda: 0.0)
 
     def record(reason: str) -> logging.LogRecord:
-        rec = logging.LogRecord("workers.control", logging.ERROR, __file__, 1, "", None, None)
+        rec = logging.LogRecord(
+            "ctxbudget.kafka.control_follower", logging.ERROR, __file__, 1, "", None, None
+        )
         rec.msg = {"event": "control record refused", "reason": reason}
         return rec
 

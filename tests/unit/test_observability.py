@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from workers.observability import (
+from ctxbudget.kafka.observability import (
     DEAD_LETTER_TYPES,
     DROP_REASONS,
     MetricsPortInUseError,
@@ -187,7 +187,7 @@ def test_the_container_healthcheck_asks_the_probes(
     obs: Observability, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The container healthcheck answers with the worker's own probes."""
-    from workers import healthcheck
+    from ctxbudget.kafka import healthcheck
 
     port = obs.serve(0, host="127.0.0.1")
     monkeypatch.setenv("CTXBUDGET_METRICS_PORT", str(port))

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ctxbudget.cli import main
+from ctxbudget.kafka import healthcheck
+from ctxbudget.kafka.settings import WorkerSettings
 from ctxbudget.rollout import ControlState
 from tests.paths import REPO
-from workers import healthcheck
-from workers.settings import WorkerSettings
 
 EXAMPLES = str(REPO / "examples" / "batches.jsonl")
 
@@ -194,7 +194,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch, policy: str | None) -> WorkerSett
 def test_rollout_yaml_is_the_start_when_no_policy_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from workers.control import starting_state
+    from ctxbudget.kafka.control_follower import starting_state
 
     for unset in (None, ""):  # docker compose passes an empty value when it is not set
         state = starting_state(_settings(monkeypatch, unset), REPO / "policies")
@@ -203,7 +203,7 @@ def test_rollout_yaml_is_the_start_when_no_policy_is_set(
 
 def test_ctxbudget_policy_replaces_the_rollout_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The docker-compose bug: CTXBUDGET_POLICY had no effect beside the shipped rollout.yaml."""
-    from workers.app import initial_state
+    from ctxbudget.kafka.app import initial_state
 
     state = initial_state(_settings(monkeypatch, "lean@1"), REPO / "policies")
     assert state.baseline == "lean@1" and state.candidate == "lean@1" and state.percent == 0
@@ -212,7 +212,7 @@ def test_ctxbudget_policy_replaces_the_rollout_baseline(monkeypatch: pytest.Monk
 def test_without_rollout_yaml_the_policy_or_default_is_the_baseline(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from workers.control import starting_state
+    from ctxbudget.kafka.control_follower import starting_state
 
     assert starting_state(_settings(monkeypatch, None), tmp_path) == ControlState(
         baseline="default@1"

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
+from ctxbudget.kafka.limits import LimitSettings
+from ctxbudget.kafka.observability import Observability, PackFacts
+from ctxbudget.kafka.settings import TopicNames, WorkerSettings
 from tests.paths import REPO
-from workers.limits import LimitSettings
-from workers.observability import Observability, PackFacts
-from workers.settings import TopicNames, WorkerSettings
 
 K8S = REPO / "ops" / "k8s"
 DASHBOARD = REPO / "ops" / "dashboards" / "ctxbudget.json"
@@ -265,7 +265,7 @@ def _known_variables() -> set[str]:
             names |= {f"CTXBUDGET_TOPICS__{t.upper()}" for t in TopicNames.model_fields}
         else:
             names.add(f"CTXBUDGET_{field.upper()}")
-    # documented extras: the input limits and topic checks of workers/limits.py
+    # documented extras: the input limits and topic checks of ctxbudget/kafka/limits.py
     names |= {f"CTXBUDGET_{field.upper()}" for field in LimitSettings.model_fields}
     return names
 
@@ -323,7 +323,7 @@ def test_the_kafka_secret_names_every_sasl_setting() -> None:
 def test_each_workload_reads_the_secret_of_its_own_role_only() -> None:
     """One identity per role: a Deployment or Job names its own Secret and no other, and the
     Secret's user is the principal `ctxbudget acls` grants that role."""
-    from workers.acls import principals
+    from ctxbudget.kafka.acls import principals
 
     users = {
         doc["metadata"]["name"]: doc["stringData"]["CTXBUDGET_SASL_USERNAME"]
@@ -468,7 +468,7 @@ def test_compose_runs_the_shadow_worker_and_the_audit_sink() -> None:
     shadow = services["shadow"]
     assert shadow["command"] == ["worker", "shadow"]
     assert shadow["environment"]["CTXBUDGET_METRICS_PORT"] == str(METRICS_PORT)
-    assert shadow["healthcheck"]["test"] == ["CMD", "python", "-m", "workers.healthcheck"]
+    assert shadow["healthcheck"]["test"] == ["CMD", "python", "-m", "ctxbudget.kafka.healthcheck"]
     sink = services["audit-sink"]
     assert sink["command"][:3] == ["audit-sink", "--to", "/data/audit.duckdb"]
     assert sink["command"][3:] == ["--brokers", "kafka:9092"]

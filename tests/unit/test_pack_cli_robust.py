@@ -601,8 +601,14 @@ def test_a_bug_loading_the_policy_is_an_internal_failure(
 
 def test_the_workers_dead_letter_hostile_batches_the_same_way() -> None:
     """The route and fused handlers share the codec: same strict checks, bounded letters."""
-    from workers.handlers import Context, Metrics, Pipelines, build_handler, static_assignment
-    from workers.settings import TopicNames
+    from ctxbudget.kafka.handlers import (
+        Context,
+        Metrics,
+        Pipelines,
+        build_handler,
+        static_assignment,
+    )
+    from ctxbudget.kafka.settings import TopicNames
 
     topics = TopicNames()
     ctx = Context(

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from workers.probe import BrokerNotAnsweringError, BrokerProbe, ask_brokers
+from ctxbudget.kafka.probe import BrokerNotAnsweringError, BrokerProbe, ask_brokers
 
 
 class Recorder:

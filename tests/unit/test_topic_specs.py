@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from workers.topics import DEFAULT_TOPICS_DIR, TopicSpec, TopicSpecError, load_topic_specs
-from workers.topics import load_topic_spec as load_one
+from ctxbudget.kafka.topics import DEFAULT_TOPICS_DIR, TopicSpec, TopicSpecError, load_topic_specs
+from ctxbudget.kafka.topics import load_topic_spec as load_one
 
 # The "Topics (v1)" table of ARCHITECTURE.md.
 V1_TOPICS = {

@@ -7,10 +7,10 @@ from __future__ import annotations
 import orjson
 
 from ctxbudget.codec import encode
+from ctxbudget.kafka.verify_join import JoinTopics, VerifyJoin
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Labels
 from ctxbudget.testing import batch, candidate
-from workers.verify_join import JoinTopics, VerifyJoin
 
 TOPICS = JoinTopics(answers="a", verdicts="v", audit="audit", deadletter="dl")
 TEXT = "API keys for the Acme gateway expire after 90 days and can be rotated."

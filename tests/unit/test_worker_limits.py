@@ -14,11 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxbudget.limits import InputLimits
-from tests.paths import REPO
-from workers import scratch
-from workers.delivery import deliver, deliver_alone, handle_safely, refuses_record
-from workers.handlers import (
+from ctxbudget.kafka import scratch
+from ctxbudget.kafka.delivery import deliver, deliver_alone, handle_safely, refuses_record
+from ctxbudget.kafka.handlers import (
     Context,
     Metrics,
     Output,
@@ -27,15 +25,17 @@ from workers.handlers import (
     record_size,
     static_assignment,
 )
-from workers.limits import (
+from ctxbudget.kafka.limits import (
     KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
     LimitSettings,
     input_limits,
     load_specs,
     topic_limits,
 )
-from workers.settings import TopicNames, WorkerSettings
-from workers.topics import TopicSpec
+from ctxbudget.kafka.settings import TopicNames, WorkerSettings
+from ctxbudget.kafka.topics import TopicSpec
+from ctxbudget.limits import InputLimits
+from tests.paths import REPO
 
 TOPICS = TopicNames()
 EXAMPLE = (REPO / "examples" / "batches.jsonl").read_bytes().splitlines()[0]
@@ -306,7 +306,7 @@ def test_scratch_folders_of_dead_owners_are_swept(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "from workers import scratch; import sys; "
+            "from ctxbudget.kafka import scratch; import sys; "
             f"print(scratch.make('fused', __import__('pathlib').Path({str(tmp_path)!r}))[0])",
         ],
         cwd=REPO,

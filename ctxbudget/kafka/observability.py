@@ -9,7 +9,7 @@ Each worker serves, on ``CTXBUDGET_METRICS_PORT`` (0 = off):
 * ``/healthz``: liveness, 200 while the event loop has ticked within ``stale_after_s``. It
   never depends on the broker: restarting a worker does not mend a broker outage;
 * ``/readyz``: readiness, 200 while the worker is connected and consuming: a broker has
-  answered a metadata request within ``broker_window_s`` (:mod:`workers.probe` asks every
+  answered a metadata request within ``broker_window_s`` (:mod:`ctxbudget.kafka.probe` asks every
   few seconds), the consumer group is joined (partitions assigned) and the control state has
   been read; else 503 with what is missing. ``ctxbudget_worker_ready`` is the same answer.
 

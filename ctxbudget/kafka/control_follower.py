@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ctxbudget.kafka import clients
 from ctxbudget.rollout import ControlState, load_rollout
 from ctxbudget.signing import (
     MAX_CONTROL_RECORD_BYTES,
@@ -39,10 +40,9 @@ from ctxbudget.signing import (
     judge,
     load_trusted_keys,
 )
-from workers import clients
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka.settings import WorkerSettings
 
 log = structlog.get_logger("ctxbudget.control")
 

@@ -8,8 +8,8 @@ it before it starts anything (``ctxbudget worker`` then fails in seconds with on
 
 :class:`BrokerProbe` asks again every ``interval_s`` in a daemon thread, on one client kept
 between rounds (made again after a failure), and reports each answer or failure to the
-worker's :class:`~workers.observability.Observability`: readiness is false once no broker has
-answered for its window.
+worker's :class:`~ctxbudget.kafka.observability.Observability`: readiness is false once no
+broker has answered for its window.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxbudget.errors import KafkaEdgeError, one_line
-from workers import clients
+from ctxbudget.kafka import clients
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka.settings import WorkerSettings
 
 __all__ = ["BOOTSTRAP_TIMEOUT_MS", "BrokerNotAnsweringError", "BrokerProbe", "ask_brokers"]
 

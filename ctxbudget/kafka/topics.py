@@ -3,7 +3,7 @@
 :func:`load_topic_specs` reads ``<name>.yaml`` files into frozen :class:`TopicSpec` models with
 the model kernel (:mod:`ctxbudget.models`); a bad file raises :class:`TopicSpecError` in one line
 naming the file, each key (``config['retention.ms']``) and what was found. Creating the topics
-of the specs and checking a broker's topics against them is :mod:`workers.topic_admin`.
+of the specs and checking a broker's topics against them is :mod:`ctxbudget.kafka.topic_admin`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ KNOWN_TOPIC_CONFIGS = frozenset(
 
 class TopicError(KafkaEdgeError):
     """Root of the topic errors (a bad spec here, a failed admin request in
-    :mod:`workers.topic_admin`)."""
+    :mod:`ctxbudget.kafka.topic_admin`)."""
 
 
 class TopicSpecError(TopicError):
@@ -91,7 +91,7 @@ class TopicSpec(ConfigModel):
     replication_factor: int = Field(ge=1)
     config: dict[str, str] = Field(default_factory=dict)
     #: The pack lane the topic carries, if any: ``live`` (what the generator reads) or
-    #: ``shadow``. A non-live writer refuses a live topic (:mod:`workers.lanes`).
+    #: ``shadow``. A non-live writer refuses a live topic (:mod:`ctxbudget.kafka.lanes`).
     lane: Literal["live", "shadow"] | None = None
 
     @field_validator("description")

@@ -31,6 +31,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ctxbudget.errors import KafkaEdgeError
+from ctxbudget.kafka.settings import TopicNames
 from ctxbudget.limits import (
     DEFAULT_MAX_CANDIDATES,
     DEFAULT_MAX_JSON_DEPTH,
@@ -38,11 +39,10 @@ from ctxbudget.limits import (
     DEFAULT_MAX_TEXT_BYTES,
     InputLimits,
 )
-from workers.settings import TopicNames
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
-    from workers.topics import TopicSpec
+    from ctxbudget.kafka.settings import WorkerSettings
+    from ctxbudget.kafka.topics import TopicSpec
 
 log = structlog.get_logger("ctxbudget.worker")
 
@@ -81,15 +81,15 @@ class LimitSettings(BaseSettings):
         local = Path("topics")
         if local.is_dir():
             return local
-        from workers.topics import DEFAULT_TOPICS_DIR
+        from ctxbudget.kafka.topics import DEFAULT_TOPICS_DIR
 
         return DEFAULT_TOPICS_DIR
 
 
 def load_specs(limits: LimitSettings) -> list[TopicSpec]:
     """The topic specs in :meth:`LimitSettings.specs_dir`; a
-    :class:`~workers.topics.TopicSpecError` when the folder or a spec is invalid."""
-    from workers.topics import load_topic_specs
+    :class:`~ctxbudget.kafka.topics.TopicSpecError` when the folder or a spec is invalid."""
+    from ctxbudget.kafka.topics import load_topic_specs
 
     return load_topic_specs(limits.specs_dir())
 
@@ -140,8 +140,8 @@ def check_topics(
     Raises :class:`TopicsMissingError` when one is missing. A broker that cannot be asked
     is a warning (the worker then starts and its clients retry as ever).
     """
-    from workers.topic_admin import TopicAdminError, verify_topics
-    from workers.topics import TopicSpec
+    from ctxbudget.kafka.topic_admin import TopicAdminError, verify_topics
+    from ctxbudget.kafka.topics import TopicSpec
 
     wanted: list[TopicSpec] = []
     for name in dict.fromkeys(names):

@@ -3,7 +3,8 @@
 - :func:`apply_topics` creates the missing topics and leaves existing ones alone (idempotent).
 - :func:`verify_topics` lists drift: missing topics, partition or replica counts, config values.
 
-The specs themselves (models, YAML loading) are :mod:`workers.topics`, which needs no broker.
+The specs themselves (models, YAML loading) are :mod:`ctxbudget.kafka.topics`, which needs no
+broker.
 
 Config values are compared only where the broker reports them. Apache Kafka reports every topic
 config; Tansu 0.6.0 (the embedded broker) reports exactly the configs given when the topic was
@@ -18,13 +19,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxbudget.errors import one_line
+from ctxbudget.kafka import clients
+from ctxbudget.kafka.probe import BOOTSTRAP_TIMEOUT_MS
+from ctxbudget.kafka.topics import TopicError, TopicSpec, normalize_cleanup_policy
 from ctxbudget.models import ResultModel
-from workers import clients
-from workers.probe import BOOTSTRAP_TIMEOUT_MS
-from workers.topics import TopicError, TopicSpec, normalize_cleanup_policy
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka.settings import WorkerSettings
 
 __all__ = [
     "ApplyReport",

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 from ctxbudget.codec import dead_letter, decode, encode
 from ctxbudget.errors import InputError
+from ctxbudget.kafka.handlers import Output
 from ctxbudget.labels import label_of_verdict
 from ctxbudget.schemas import Lane, Pack, TraceEvent
 from ctxbudget.verification import Answer, AnswerVerifier, facts_from_traces
 from ctxbudget.verification.models import VerdictEvent
-from workers.handlers import Output
 
 STAGE = "verify"
 STAGES_TRACED = frozenset({"route", "consolidate", "select", "compress"})

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workers.settings import WorkerSettings
+    from ctxbudget.kafka.settings import WorkerSettings
 
 __all__ = [
     "admin_client",

@@ -3,7 +3,7 @@
 One loop, three clients: a consumer in the group ``<prefix>-verify`` reads the answers topic
 (offsets committed by hand); a second consumer, outside any group, follows every partition
 of the pack topics (live and shadow) and of the audit topic from the start into the join's
-bounded tables (:mod:`workers.verify_join`); a producer writes the verdicts, the audit
+bounded tables (:mod:`ctxbudget.kafka.verify_join`); a producer writes the verdicts, the audit
 records and the dead letters with ``acks=all``. An answer's offset is committed only after
 the broker has acknowledged everything made from it and every earlier answer of its
 partition, so a worker killed at any point loses nothing; a redelivered answer gets the same
@@ -25,10 +25,10 @@ import structlog
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from workers import clients
-from workers.logs import configure as configure_logs
-from workers.settings import WorkerSettings
-from workers.verify_join import JoinTopics, VerifyJoin
+from ctxbudget.kafka import clients
+from ctxbudget.kafka.logs import configure as configure_logs
+from ctxbudget.kafka.settings import WorkerSettings
+from ctxbudget.kafka.verify_join import JoinTopics, VerifyJoin
 
 log = structlog.get_logger("ctxbudget.verify")
 

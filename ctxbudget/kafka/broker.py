@@ -109,7 +109,7 @@ def _metadata_ready(bootstrap: str, *, timeout_ms: int) -> bool:
     """True once a kafka-python admin client can bootstrap and list topics."""
     from kafka.errors import KafkaError
 
-    from workers import clients
+    from ctxbudget.kafka import clients
 
     try:
         admin = clients.admin_client(

@@ -17,7 +17,7 @@ when the producer fails depends on what failed:
   what a retry of a broker outage needs.
 
 Outputs are checked against the topics' limits before they are sent
-(:meth:`workers.handlers.Handler.handle`), so a refusal here means the topic's real limit
+(:meth:`ctxbudget.kafka.handlers.Handler.handle`), so a refusal here means the topic's real limit
 is lower than its spec says, or the broker refused for another reason of the record's own.
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from workers.handlers import Handler, Output, record_skipped
+from ctxbudget.kafka.handlers import Handler, Output, record_skipped
 
 log = structlog.get_logger("ctxbudget.worker")
 

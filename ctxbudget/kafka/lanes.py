@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ctxbudget.errors import ConfigError
-from workers.settings import TopicNames
+from ctxbudget.kafka.settings import TopicNames
 
 if TYPE_CHECKING:
-    from workers.topics import TopicSpec
+    from ctxbudget.kafka.topics import TopicSpec
 
 __all__ = [
     "LIVE_PACK_TOPIC",

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from workers.settings import TopicNames, WorkerSettings
+from ctxbudget.kafka.settings import TopicNames, WorkerSettings
 
 __all__ = [
     "ROLES",
@@ -172,7 +172,7 @@ def _grants(
         ],
         # the application that asks the model and sends its answers to be verified
         "answerer": [("topic", answers, "Write")],
-        # workers/verify.py: answers in its group, packs, shadow packs and traces followed
+        # ctxbudget/kafka/verify.py: answers in its group, packs, shadow packs and traces followed
         # outside any group, verdicts and dead letters out
         "verify": [
             ("topic", answers, "Read"),

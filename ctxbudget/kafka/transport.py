@@ -37,7 +37,7 @@ class FetchWaitConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         if not hasattr(consumer, _WAIT_ATTRIBUTE):  # an aiokafka that keeps it elsewhere
             raise RuntimeError(
                 f"aiokafka {type(consumer).__name__} has no {_WAIT_ATTRIBUTE}: "
-                "the fetch wait cannot be set (see workers/transport.py)"
+                "the fetch wait cannot be set (see ctxbudget/kafka/transport.py)"
             )
         transport = self.transport
         assert isinstance(transport, FetchWaitTransport)

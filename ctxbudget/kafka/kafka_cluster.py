@@ -36,8 +36,15 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any, Self, TextIO
 
-from workers.broker import BrokerError, BrokerStartError, _die_with_parent, _free_port, _tcp_open
-from workers.settings import WorkerSettings
+from ctxbudget.kafka.broker import (
+    BrokerError,
+    BrokerStartError,
+    _die_with_parent,
+    _free_port,
+    _tcp_open,
+)
+from ctxbudget.kafka.settings import WorkerSettings
+from ctxbudget.resources import shipped
 
 __all__ = [
     "ADMIN_USER",
@@ -54,7 +61,8 @@ KAFKA_VERSION = "4.4.0"
 #: The super user: the brokers among themselves, the topics and ACL admin of the tests.
 ADMIN_USER = "admin"
 _HOST = "127.0.0.1"
-_OPS = Path(__file__).resolve().parents[1] / "ops" / "kafka"
+#: The pom and the log configuration: ops/kafka of the checkout, else the wheel's copy.
+_OPS = shipped("ops/kafka")
 POM = _OPS / "pom.xml"
 LOG4J_CONFIG = _OPS / "log4j2.properties"
 _MECHANISM = "SCRAM-SHA-512"
@@ -415,7 +423,7 @@ class KafkaCluster:
 
     def admin(self, user: str = ADMIN_USER, **options: Any) -> Any:
         """A kafka-python admin client connected as ``user``."""
-        from workers import clients
+        from ctxbudget.kafka import clients
 
         return clients.admin_client(self.settings(user), client_id="ctxbudget-cluster", **options)
 

@@ -30,10 +30,8 @@ import structlog
 
 from ctxbudget.codec import encode
 from ctxbudget.errors import ConfigError
-from ctxbudget.rollout import ControlApplied, ControlRefused, ControlState
-from ctxbudget.signing import Verdict
-from workers import clients, scratch
-from workers.control import (
+from ctxbudget.kafka import clients, scratch
+from ctxbudget.kafka.control_follower import (
     ControlFollower,
     ControlHolder,
     RefusalLog,
@@ -42,8 +40,8 @@ from workers.control import (
     starting_state,
     trusted_keys,
 )
-from workers.delivery import deliver, deliver_alone, handle_safely
-from workers.handlers import (
+from ctxbudget.kafka.delivery import deliver, deliver_alone, handle_safely
+from ctxbudget.kafka.handlers import (
     STAGES,
     Context,
     Handler,
@@ -54,8 +52,8 @@ from workers.handlers import (
     input_topic,
     rollout_assignment,
 )
-from workers.lanes import check_roles, written_roles
-from workers.limits import (
+from ctxbudget.kafka.lanes import check_roles, written_roles
+from ctxbudget.kafka.limits import (
     LimitSettings,
     TopicsMissingError,
     check_topics,
@@ -63,12 +61,14 @@ from workers.limits import (
     load_specs,
     topic_limits,
 )
-from workers.logs import bind_request
-from workers.logs import configure as configure_logs
-from workers.observability import LANES, Observability, PackFacts
-from workers.probe import BrokerProbe, ask_brokers
-from workers.settings import WorkerSettings
-from workers.transport import FetchWaitApp
+from ctxbudget.kafka.logs import bind_request
+from ctxbudget.kafka.logs import configure as configure_logs
+from ctxbudget.kafka.observability import LANES, Observability, PackFacts
+from ctxbudget.kafka.probe import BrokerProbe, ask_brokers
+from ctxbudget.kafka.settings import WorkerSettings
+from ctxbudget.kafka.transport import FetchWaitApp
+from ctxbudget.rollout import ControlApplied, ControlRefused, ControlState
+from ctxbudget.signing import Verdict
 
 #: Stages whose lanes depend on the control state.
 CONTROLLED = ("route", "fused", "shadow")
@@ -151,7 +151,7 @@ def _pack_facts(value: bytes) -> PackFacts | None:
 
 
 def _credentials(settings: WorkerSettings) -> Any:
-    """faust's broker credentials, from the one client-config factory (workers.clients)."""
+    """faust's broker credentials, from the one client-config factory (ctxbudget.kafka.clients)."""
     return clients.faust_credentials(settings)
 
 
@@ -303,7 +303,7 @@ class WorkerApp:
     # are shared; at low rates a batch is one record and nothing waits for company.
     # Every output was checked against its topic's limit first. An output the broker still
     # refuses for what it is (too large, corrupt) makes its input go alone, then as a dead
-    # letter, else skipped (workers.delivery): one record never stops a partition. Any other
+    # letter, else skipped (ctxbudget.kafka.delivery): one record never stops a partition. Any other
     # failure (the broker unreachable, timing out, refusing access) ends the process without
     # acking: the inputs are redelivered to whoever takes the partitions over.
 
@@ -565,8 +565,8 @@ class WorkerApp:
         """Run until SIGTERM/SIGINT: faust then stops the agents, commits and leaves the group.
 
         Before anything starts, the metrics port is bound and a broker must answer: a taken
-        port is a :class:`~workers.observability.MetricsPortInUseError`, an unreachable
-        broker a :class:`~workers.probe.BrokerNotAnsweringError` (the command prints either
+        port is a :class:`~ctxbudget.kafka.observability.MetricsPortInUseError`, an unreachable
+        broker a :class:`~ctxbudget.kafka.probe.BrokerNotAnsweringError` (the command prints either
         in one line)."""
         configure_logs(
             level=self.settings.log_level,

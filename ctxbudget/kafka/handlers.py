@@ -8,7 +8,7 @@ record can never crash-loop a worker. Every record it returns fits its topic: an
 over the topic's ``max.message.bytes`` is replaced by a dead letter naming the topic, the
 limit and the size, and a dead letter is cut until it fits the dead-letter topic (a record
 that cannot even be dead-lettered is skipped, counted and logged). The faust agents in
-:mod:`workers.app` only move bytes.
+:mod:`ctxbudget.kafka.app` only move bytes.
 
 Because the handlers call the very stage objects of :class:`ctxbudget.pipeline.Pipeline`,
 a pack made on Kafka is byte-identical to one made by ``ctxbudget pack``.
@@ -35,6 +35,7 @@ from ctxbudget.codec import (
     encode_compact,
 )
 from ctxbudget.errors import CtxBudgetError, InputError, LimitError
+from ctxbudget.kafka.settings import TopicNames
 from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS, InputLimits, check_message_size
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
@@ -51,7 +52,6 @@ from ctxbudget.schemas import (
 )
 from ctxbudget.tokens import TokenizerRegistry
 from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
-from workers.settings import TopicNames
 
 STAGES = ("route", "consolidate", "select", "compress", "fused", "shadow")
 
@@ -161,7 +161,7 @@ def record_size(out: Output) -> int:
     return len(out.value) + len(out.key or b"") + RECORD_OVERHEAD
 
 
-#: What a record adds to its key and value in a produce request (see workers.limits).
+#: What a record adds to its key and value in a produce request (see ctxbudget.kafka.limits).
 RECORD_OVERHEAD = 128
 
 
