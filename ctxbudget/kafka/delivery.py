@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from ctxbudget.errors import KafkaEdgeError
 from ctxbudget.kafka.handlers import Handler, Output, record_skipped
 
 log = structlog.get_logger("ctxbudget.worker")
@@ -66,7 +67,7 @@ class Producer(Protocol):
         ...
 
 
-class OutputRefused(Exception):
+class OutputRefused(KafkaEdgeError):
     """The broker refused an output of this record (what its dead letter says)."""
 
 
