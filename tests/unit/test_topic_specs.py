@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from workers.topics import DEFAULT_TOPICS_DIR, TopicSpec, TopicSpecError, load_topic_specs
 from workers.topics import load_topic_spec as load_one
 
-# The "Topics (v1)" table of ARCHITECTURE.md.
+# Every v1 topic the product reads or writes: the README's topics table, and ctx.labels.v1
+# (the labels stream, in its section "Watching coverage under drift").
 V1_TOPICS = {
     "ctx.candidates.v1",
     "ctx.routed.v1",
