@@ -53,7 +53,7 @@ def test_shipped_topic_file_loads(path: Path) -> None:
     assert spec.name == path.stem
 
 
-def test_shipped_topics_are_exactly_the_architecture_table() -> None:
+def test_shipped_topics_are_exactly_the_v1_topics() -> None:
     """A topic added in code but not in topics/ (or the reverse) is a deployment bug."""
     assert {spec.name for spec in load_topic_specs()} == V1_TOPICS
 
