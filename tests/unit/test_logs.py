@@ -62,6 +62,7 @@ def test_the_evidence_switch_shows_text() -> None:
 
 def test_console_in_a_terminal() -> None:
     """With no format given, a terminal gets console lines, not JSON."""
+
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True

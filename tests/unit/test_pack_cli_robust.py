@@ -608,6 +608,7 @@ def test_a_bug_loading_the_policy_is_an_internal_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An exception loading the policy is exit 3, one line naming it an internal failure."""
+
     def boom(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("bug")
 
