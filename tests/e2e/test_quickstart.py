@@ -61,7 +61,7 @@ def _mark_installed() -> None:
 
 
 def test_dev_pack_packs_the_example_file() -> None:
-    """`./dev pack` writes out/packs.jsonl and prints the summary line."""
+    """`./dev pack` writes the golden packs to out/packs.jsonl, no dead letter, and the summary."""
     _mark_installed()
     proc = subprocess.run(
         ["./dev", "pack"], cwd=REPO, env=_env(), capture_output=True, timeout=600, check=False
@@ -72,6 +72,9 @@ def test_dev_pack_packs_the_example_file() -> None:
     assert len(packs) == 7
     for line in packs:
         Pack.model_validate_json(line)
+    golden = REPO / "tests" / "golden" / "examples.packs.jsonl"
+    assert (REPO / "out" / "packs.jsonl").read_bytes() == golden.read_bytes()
+    assert (REPO / "out" / "dead-letters.jsonl").read_bytes() == b""
 
 
 def test_pack_reads_stdin_and_writes_stdout() -> None:

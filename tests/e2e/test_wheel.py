@@ -77,6 +77,7 @@ def _venv_with_wheel(root: Path, wheel: Path, env: dict[str, str]) -> Path:
 
 
 def test_the_wheel_works_from_site_packages_in_an_empty_directory(tmp_path: Path) -> None:
+    """Installed alone, the wheel finds its data, packs as the checkout does, runs init's files."""
     started = time.monotonic()
     env = _clean_env()
     dist = tmp_path / "dist"

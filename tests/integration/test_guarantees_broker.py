@@ -25,6 +25,7 @@ def _run(**kwargs: Any) -> dict[str, Any]:
 
 
 def test_killed_stage_workers_lose_nothing() -> None:
+    """Two SIGKILLs of stage workers in 200 batches: none lost, duplicates identical, all alive."""
     r = _run(batches=200, kills=2, rate=40.0, seed=21, poison=False, drain_timeout_s=120.0)
     assert len(r["kill_events"]) == 2
     assert r["lost"] == 0, r["lost_examples"]
@@ -36,6 +37,7 @@ def test_killed_stage_workers_lose_nothing() -> None:
 
 
 def test_poison_on_the_topic_is_one_pack_or_one_dead_letter_each() -> None:
+    """Each poison line on the topic ends as exactly one pack or dead letter; no worker dies."""
     r = _run(batches=60, kills=0, rate=40.0, seed=22, poison=True, drain_timeout_s=120.0)
     poison = r["poison"]
     assert poison["problems"] == []

@@ -65,6 +65,7 @@ def test_produced_batches_come_back_as_packs(lab: Lab, tmp_path: Path) -> None:
 
 
 def test_bad_lines_are_refused_with_line_numbers_and_not_sent(lab: Lab, tmp_path: Path) -> None:
+    """Bad lines are dead letters naming their line numbers; only the two good ones are sent."""
     lines = EXAMPLES.read_bytes().splitlines()[:2]
     bad = tmp_path / "mixed.jsonl"
     bad.write_bytes(
@@ -100,6 +101,7 @@ def test_bad_lines_are_refused_with_line_numbers_and_not_sent(lab: Lab, tmp_path
 
 
 def test_a_missing_topic_or_broker_is_a_usage_error(lab: Lab) -> None:
+    """A missing topic or an unreachable broker is one error line, exit 2, naming which."""
     proc = _produce(
         lab, str(EXAMPLES), "--brokers", lab.broker.bootstrap, "--topic", "no.such.topic"
     )

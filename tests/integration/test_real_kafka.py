@@ -22,8 +22,12 @@ from ctxbudget.codec import encode
 from ctxbudget.kafka.kafka_cluster import KafkaCluster
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from tests.integration import test_workers
 from tests.integration.lab import Lab, collect, make_lab, produce
+from tests.integration.worker_checks import (
+    check_a_killed_worker_hands_its_partitions_to_its_peer,
+    check_a_restarted_worker_resumes_from_committed_offsets,
+    check_four_stage_workers_make_the_in_process_packs,
+)
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.slow]
@@ -47,17 +51,17 @@ def kafka_lab(kafka_cluster: KafkaCluster) -> Iterator[Lab]:
 
 def test_four_stage_workers_on_real_kafka(kafka_lab: Lab, tmp_path: Path) -> None:
     """The same identity and dead-letter checks as on the embedded broker, over SASL/SCRAM."""
-    test_workers.test_four_stage_workers_make_the_in_process_packs(kafka_lab, tmp_path)
+    check_four_stage_workers_make_the_in_process_packs(kafka_lab, tmp_path)
 
 
 def test_failover_on_real_kafka(kafka_lab: Lab, tmp_path: Path) -> None:
     """SIGKILL one of two workers: nothing lost on real Kafka either."""
-    test_workers.test_a_killed_worker_hands_its_partitions_to_its_peer(kafka_lab, tmp_path)
+    check_a_killed_worker_hands_its_partitions_to_its_peer(kafka_lab, tmp_path)
 
 
 def test_restart_on_real_kafka(kafka_lab: Lab, tmp_path: Path) -> None:
     """Committed offsets are honoured by real Kafka."""
-    test_workers.test_a_restarted_worker_resumes_from_committed_offsets(kafka_lab, tmp_path)
+    check_a_restarted_worker_resumes_from_committed_offsets(kafka_lab, tmp_path)
 
 
 @pytest.fixture

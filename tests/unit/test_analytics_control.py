@@ -85,6 +85,7 @@ def test_control_events_are_stored_not_rejected_and_idempotent(tmp_path: Path) -
 
 
 def test_every_data_table_has_a_not_null_ts() -> None:
+    """Every audit table but the meta and offsets tables has a TIMESTAMP ts column, NOT NULL."""
     for table in ALL_TABLES:
         if table in (META, OFFSETS):
             continue

@@ -32,6 +32,7 @@ ARGS = SimpleNamespace(rate=100.0, minutes=12.0)
 
 
 def test_growth_while_caches_fill_then_flat_is_reported_both_ways() -> None:
+    """RSS growing 13% while caches fill, then flat, is not flat overall but 0% after 10 minutes."""
     rss = [100.0, 105.0, 110.0, 112.0] + [113.0] * 8
     m = summarise(_samples(rss), ARGS, 10)["memory"]["worker_rss_mb"]
     assert m["first_after_1min_mb"] == 100.0
@@ -43,6 +44,7 @@ def test_growth_while_caches_fill_then_flat_is_reported_both_ways() -> None:
 
 
 def test_a_steady_leak_is_not_flat() -> None:
+    """RSS growing 2 MB a minute throughout is not flat, and still grows after 10 minutes."""
     rss = [100.0 + 2 * i for i in range(12)]
     m = summarise(_samples(rss), ARGS, 10)["memory"]["worker_rss_mb"]
     assert not m["flat_within_10pct"]

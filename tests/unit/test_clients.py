@@ -118,6 +118,7 @@ def run(*args: str) -> Any:
 
 
 def test_plaintext_without_settings() -> None:
+    """Without settings: plaintext, the broker list split at commas, other options passed on."""
     config = clients.client_config(None, brokers="a:1, b:2", client_id="x", acks="all")
     assert config == {
         "bootstrap_servers": ["a:1", "b:2"],
@@ -132,6 +133,7 @@ def test_plaintext_without_settings() -> None:
     [("PLAINTEXT", False, False), ("SSL", True, False), ("SASL_PLAINTEXT", False, True)],
 )
 def test_each_protocol_carries_what_it_needs(protocol: str, tls: bool, sasl: bool) -> None:
+    """SSL gets only a TLS context, SASL_PLAINTEXT only SASL credentials, PLAINTEXT neither."""
     settings = WorkerSettings(
         brokers="k:9093", security_protocol=protocol, sasl_username="u", sasl_password="p"
     )
@@ -143,6 +145,7 @@ def test_each_protocol_carries_what_it_needs(protocol: str, tls: bool, sasl: boo
 
 
 def test_the_ca_file_and_client_certificate_are_loaded(tmp_path: Path) -> None:
+    """A CA file's certificates reach the TLS context; a missing client certificate is OSError."""
     certifi = pytest.importorskip("certifi")
     settings = WorkerSettings(security_protocol="SSL", ssl_cafile=Path(certifi.where()))
     context = clients.ssl_context(settings)
@@ -153,13 +156,17 @@ def test_the_ca_file_and_client_certificate_are_loaded(tmp_path: Path) -> None:
 
 
 def test_options_cannot_override_the_security_settings() -> None:
+    """A caller's security_protocol option is refused: only the settings decide it."""
     with pytest.raises(ValueError, match="security_protocol"):
         clients.client_config(None, brokers="a:1", security_protocol="SSL")
 
 
 def test_the_password_is_not_in_the_settings_description() -> None:
+    """The loggable settings description shows the SASL password masked, never its value."""
     settings = WorkerSettings(**{"sasl_password": "s3cret-pw"})
-    assert "s3cret-pw" not in repr(settings.describe())
+    described = settings.describe()
+    assert "s3cret-pw" not in repr(described)
+    assert described["sasl_password"] == "**********"
 
 
 def test_no_kafka_client_is_built_outside_the_factory() -> None:
@@ -180,6 +187,7 @@ def test_no_kafka_client_is_built_outside_the_factory() -> None:
 
 
 def test_faust_agents_get_the_credentials(secured: Path) -> None:
+    """The faust app gets SCRAM-SHA-512 credentials: user, password and a TLS context."""
     from ctxbudget.kafka.app import WorkerApp
 
     app = WorkerApp(WorkerSettings(policies=REPO / "policies"), ["route"])
@@ -194,6 +202,7 @@ def test_faust_agents_get_the_credentials(secured: Path) -> None:
 
 
 def test_control_follower_and_control_producer(secured: Path, recorder: Recorder) -> None:
+    """The worker's control follower and control producer are built with the secured settings."""
     from ctxbudget.kafka.app import WorkerApp
     from ctxbudget.rollout import ControlState
 
@@ -238,6 +247,7 @@ def test_ctxbudget_control(
 
 
 def test_control_writer(secured: Path, recorder: Recorder) -> None:
+    """Writing a control state builds its producer with the secured settings."""
     from ctxbudget.kafka.control import write_state
     from ctxbudget.rollout import ControlState
 
@@ -256,12 +266,14 @@ def test_control_writer(secured: Path, recorder: Recorder) -> None:
 
 @pytest.mark.parametrize("command", ["apply", "verify"])
 def test_topic_admin(secured: Path, recorder: Recorder, command: str) -> None:
+    """`topics apply` and `verify` build a secured admin client, exit 1 when it cannot connect."""
     result = run("topics", command, "--brokers", "k1:9093", "--dir", str(REPO / "topics"))
     assert result.exit_code == 1 and "cannot reach the broker" in result.output
     assert_secured(recorder.of("ctxbudget-topics"))
 
 
 def test_replay_reading_a_topic(secured: Path, recorder: Recorder) -> None:
+    """Replay from a topic builds a secured consumer, exits 2 naming the broker it cannot reach."""
     result = run(
         "replay", "--from-topic", "ctx.candidates.v1", "--brokers", "k1:9093",
         "--policy", "default@1", "--run-id", "r1", "--out", "out.jsonl",
@@ -272,6 +284,7 @@ def test_replay_reading_a_topic(secured: Path, recorder: Recorder) -> None:
 
 
 def test_replay_writing_the_shadow_topic(secured: Path, recorder: Recorder) -> None:
+    """Replay to the shadow topic builds a secured producer and exits 2 when it cannot connect."""
     result = run(
         "replay", EXAMPLES, "--brokers", "k1:9093", "--policy", "default@1",
         "--run-id", "r1", "--policies", str(REPO / "policies"),
@@ -281,12 +294,14 @@ def test_replay_writing_the_shadow_topic(secured: Path, recorder: Recorder) -> N
 
 
 def test_compare_reading_the_pack_topics(secured: Path, recorder: Recorder) -> None:
+    """Compare over the pack topics builds a secured consumer and exits 2 naming the broker."""
     result = run("compare", "--brokers", "k1:9093")
-    assert result.exit_code == 2
+    assert result.exit_code == 2 and "cannot reach the broker at k1:9093" in result.output
     assert_secured(recorder.of("ctxbudget-consumer"))
 
 
 def test_audit_sink(secured: Path, recorder: Recorder) -> None:
+    """The audit sink builds a secured consumer and exits 2 naming the broker it cannot reach."""
     pytest.importorskip("duckdb")
     result = run("audit-sink", "--to", "audit.duckdb", "--brokers", "k1:9093", "--until-idle", "0")
     assert result.exit_code == 2 and "cannot reach k1:9093" in result.output
@@ -294,6 +309,7 @@ def test_audit_sink(secured: Path, recorder: Recorder) -> None:
 
 
 def test_produce(secured: Path, recorder: Recorder) -> None:
+    """Produce builds a secured producer; with the topic there: admin, then producer, secured."""
     result = run("produce", EXAMPLES, "--brokers", "k1:9093")
     assert result.exit_code == 2 and "cannot reach the broker at k1:9093" in result.output
     assert_secured(recorder.of("ctxbudget-produce"))
@@ -303,7 +319,7 @@ def test_produce(secured: Path, recorder: Recorder) -> None:
     assert recorder.kinds() == ["admin", "producer"]
     for _, config in recorder.calls:
         assert_secured(config)
-    assert result.exit_code == 2
+    assert result.exit_code == 2 and "cannot reach the broker at k1:9093" in result.output
 
 
 def test_demo_clients_come_from_the_factory_in_plaintext(secured: Path, recorder: Recorder) -> None:

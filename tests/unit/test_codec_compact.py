@@ -74,5 +74,7 @@ def test_a_broken_compact_message_is_an_input_error(pipeline: Pipeline) -> None:
 
 
 def test_routed_batches_are_not_touched(pipeline: Pipeline) -> None:
+    """The compact form of a routed batch is its ordinary encoding, and decodes back equal."""
     routed = pipeline.router.run(_examples()[0])
+    assert encode_compact(routed) == encode(routed)
     assert decode(encode_compact(routed), RoutedBatch) == routed

@@ -34,6 +34,7 @@ def test_drop_reasons_are_normalised_per_pack_when_lanes_differ_in_size(
 
 
 def test_drops_per_pack_counts_a_missing_reason_as_zero(pipeline: Pipeline) -> None:
+    """A reason missing from a pack counts 0 in the mean per pack; no packs give no reasons."""
     packs = _packs(pipeline, 2, {}, "live")
     packs[0] = packs[0].model_copy(update={"dropped": {"budget": 3}})
     assert drops_per_pack(packs) == {"budget": 1.5}

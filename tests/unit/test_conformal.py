@@ -582,6 +582,8 @@ def test_cli_refuses_split_test_without_a_fraction(tmp_path: Path) -> None:
         [str(data), "--split-test", str(tmp_path / "h"), "-o", str(tmp_path / "c.json")],
     )
     assert res.exit_code == 2
+    assert "--split-test needs --calib-fraction below 1" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]  # nothing written
 
 
 @pytest.mark.parametrize(

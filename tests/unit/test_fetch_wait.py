@@ -48,12 +48,14 @@ async def _built(app: Any, *, client_only: bool) -> tuple[int, int]:
 
 
 def test_the_worker_consumer_waits_the_setting(worker: Any) -> None:
+    """The worker's faust consumer waits the configured 37 ms a fetch; a plain one keeps 500."""
     assert isinstance(worker.app, FetchWaitApp)
     assert isinstance(worker.app.transport, FetchWaitTransport)
     assert asyncio.run(_built(worker.app, client_only=False)) == (37, 500)
 
 
 def test_a_client_only_consumer_waits_the_setting_too(worker: Any) -> None:
+    """A client-only app's consumer waits the configured 37 ms a fetch too."""
     assert asyncio.run(_built(worker.app, client_only=True)) == (37, 500)
 
 
@@ -80,5 +82,6 @@ def test_nothing_global_is_patched(worker: Any) -> None:
 
 
 def test_the_wait_must_be_positive() -> None:
+    """A fetch wait of 0 ms is refused, naming fetch_max_wait_ms."""
     with pytest.raises(ValueError, match="fetch_max_wait_ms"):
         FetchWaitTransport("kafka://127.0.0.1:1", None, fetch_max_wait_ms=0)

@@ -24,6 +24,7 @@ def cases() -> list[FuzzCase]:
 
 
 def test_the_fuzzer_plants_every_kind_of_trap(cases: list[FuzzCase]) -> None:
+    """The cases hold every trap kind, 20-80% forbidden candidates, by the router's own rule."""
     traps = {t for c in cases for t in c.traps}
     assert traps >= {
         "same_id_other_tenant",
@@ -45,6 +46,7 @@ def test_the_fuzzer_plants_every_kind_of_trap(cases: list[FuzzCase]) -> None:
 
 @pytest.mark.parametrize("policy", ["default@1", "lean@1"])
 def test_no_leak_and_no_pack_over_budget(cases: list[FuzzCase], policy: str) -> None:
+    """Under both policies no forbidden chunk or marker reaches a pack; none is over budget."""
     t = pack_cases(cases, policy)["all"]
     assert t.batches == t.packs == len(cases) and t.errors == 0, t.error_examples
     assert t.evidence_items > len(cases)  # packs are not trivially empty
@@ -56,6 +58,7 @@ def test_no_leak_and_no_pack_over_budget(cases: list[FuzzCase], policy: str) -> 
 
 
 def test_the_checker_finds_leaks_when_authorization_is_off(cases: list[FuzzCase]) -> None:
+    """With authorization switched off the checker finds leaks, and the switch is undone after."""
     original = routing.authorization_problem
     with authorization_off():
         t = pack_cases(cases, "default@1")["all"]
@@ -66,6 +69,7 @@ def test_the_checker_finds_leaks_when_authorization_is_off(cases: list[FuzzCase]
 
 
 def test_poison_lines_are_distinct_and_single_lines() -> None:
+    """Poison lines are distinct single lines with unique request ids, over 100 of them attacks."""
     lines = poison_lines(5, good=3)
     assert len({x.raw for x in lines}) == len(lines)
     assert all(b"\n" not in x.raw for x in lines)

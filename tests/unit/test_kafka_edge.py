@@ -144,6 +144,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_core_and_the_command_line_import_without_the_kafka_extra() -> None:
+    """With the Kafka libraries absent, the core and the CLI import and list pack and replay."""
     code = _BLOCK + (
         "import ctxbudget.pipeline, ctxbudget.cli, ctxbudget.kafka, ctxbudget.kafka.io\n"
         "import ctxbudget.kafka.control, ctxbudget.kafka.replay\n"
@@ -190,14 +191,17 @@ def test_replay_never_writes_to_the_live_pack_topic() -> None:
 
 
 def test_replay_writes_the_shadow_pack_then_its_traces_keyed_by_request() -> None:
+    """A replayed request is its shadow pack, then its traces in order, all keyed by request id."""
     result = _replayed()
     records = replay_records(result.pack, result.traces, replay_topics(TopicNames()))
     assert [r.topic for r in records] == ["ctx.shadow.v1"] + ["ctx.audit.v1"] * len(result.traces)
     assert {r.key for r in records} == {b"q1"}
+    assert [r.value for r in records] == [encode(result.pack), *map(encode, result.traces)]
 
 
 @pytest.mark.parametrize(("lane", "run_id"), [("live", "r1"), ("shadow", None)])
 def test_replay_refuses_a_live_pack_or_one_of_no_replay_run(lane: str, run_id: str | None) -> None:
+    """Replay refuses to write a live pack, or a shadow pack without a replay run id."""
     result = _replayed(lane, run_id)
     with pytest.raises(ValueError, match="shadow packs of a replay run only"):
         replay_records(result.pack, result.traces, replay_topics(TopicNames()))
@@ -262,6 +266,7 @@ def _rec(partition: int, offset: int, ts_s: int) -> _Rec:
 
 
 def test_read_topic_filters_by_offset_and_time_and_closes() -> None:
+    """read_topic seeks each partition, keeps records in the offset and time window, closes."""
     pytest.importorskip("kafka")
     from ctxbudget.kafka.io import read_topic
 
@@ -279,6 +284,7 @@ def test_read_topic_filters_by_offset_and_time_and_closes() -> None:
 
 
 def test_read_topic_of_a_missing_topic() -> None:
+    """read_topic of a topic without partitions raises TopicNotFoundError and closes."""
     pytest.importorskip("kafka")
     from ctxbudget.kafka.io import TopicNotFoundError, read_topic
 
@@ -376,6 +382,7 @@ def test_a_control_change_reads_applies_the_rule_and_writes(
 def test_an_unreadable_control_topic_is_one_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """A failure reading the control topic is one ControlTopicError carrying the cause."""
     from ctxbudget.kafka import control
 
     def down(*args: object, **kwargs: object) -> ControlState:

@@ -28,6 +28,7 @@ def _lines(buf: io.StringIO) -> list[dict[str, object]]:
 
 
 def test_json_lines_with_request_id_and_no_evidence() -> None:
+    """A JSON line has the bound request id, level and logger; evidence shows only its length."""
     buf = io.StringIO()
     assert configure(level="INFO", fmt="json", stream=buf) == "json"
     log = structlog.get_logger("ctxbudget.worker")
@@ -40,6 +41,7 @@ def test_json_lines_with_request_id_and_no_evidence() -> None:
 
 
 def test_the_level_applies_to_library_loggers_too() -> None:
+    """At ERROR our info and aiokafka's warning are dropped; faust's error is kept."""
     buf = io.StringIO()
     configure(level="ERROR", fmt="json", stream=buf)
     structlog.get_logger("ctxbudget.worker").info("quiet")
@@ -51,6 +53,7 @@ def test_the_level_applies_to_library_loggers_too() -> None:
 
 
 def test_the_evidence_switch_shows_text() -> None:
+    """With the evidence switch on, a text field is logged as it is."""
     buf = io.StringIO()
     configure(level="DEBUG", fmt="json", evidence=True, stream=buf)
     structlog.get_logger("x").debug("dump", text="the passage")
@@ -58,6 +61,8 @@ def test_the_evidence_switch_shows_text() -> None:
 
 
 def test_console_in_a_terminal() -> None:
+    """With no format given, a terminal gets console lines, not JSON."""
+
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True

@@ -53,12 +53,14 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_replay_names_a_missing_traffic_file(in_tmp: Path) -> None:
+    """Replay of a missing traffic file exits 2, one line naming TRAFFIC and the path; no output."""
     result = run("replay", "nope.jsonl", "--policy", "default@1", "--run-id", "r", "--out", "o")
     one_line_error(result, 2, "TRAFFIC", "nope.jsonl", "No such file")
     assert not (in_tmp / "o").exists()
 
 
 def test_replay_names_an_unwritable_output(in_tmp: Path) -> None:
+    """Replay into a folder that does not exist exits 2 with one line naming the --out file."""
     result = run(
         "replay", EXAMPLES, "--policy", "default@1", "--run-id", "r", "--out", "no/such/dir/o"
     )
@@ -66,10 +68,12 @@ def test_replay_names_an_unwritable_output(in_tmp: Path) -> None:
 
 
 def test_compare_names_a_missing_pack_file(in_tmp: Path) -> None:
+    """Compare with a missing live pack file exits 2 with one line naming the --live file."""
     one_line_error(run("compare", "--live", "live.jsonl", "--shadow", "s.jsonl"), 2, "--live file")
 
 
 def test_audit_sink_names_a_missing_input_and_creates_no_database(in_tmp: Path) -> None:
+    """The audit sink exits 2 naming a missing --from-file or --packs input; no database made."""
     pytest.importorskip("duckdb")
     result = run("audit-sink", "--to", "a.duckdb", "--from-file", "trace.jsonl")
     one_line_error(result, 2, "--from-file", "trace.jsonl")
@@ -82,6 +86,7 @@ def test_audit_sink_names_a_missing_input_and_creates_no_database(in_tmp: Path) 
     "command", [["report", "none.duckdb"], ["explain", "r1", "--db", "none.duckdb"]]
 )
 def test_report_and_explain_name_a_missing_database(in_tmp: Path, command: list[str]) -> None:
+    """Report and explain on a missing database exit 2 naming it, and do not create it."""
     pytest.importorskip("duckdb")
     one_line_error(run(*command), 2, "none.duckdb", "no such file")
     assert not (in_tmp / "none.duckdb").exists()
@@ -91,12 +96,14 @@ def test_report_and_explain_name_a_missing_database(in_tmp: Path, command: list[
 def test_report_and_explain_refuse_a_file_that_is_not_an_audit_database(
     in_tmp: Path, command: list[str]
 ) -> None:
+    """Report and explain on a JSON lines file, not a database, exit 1 with one line naming it."""
     pytest.importorskip("duckdb")
     shutil.copy(EXAMPLES, in_tmp / "x.jsonl")
     one_line_error(run(*command), 1, "x.jsonl")
 
 
 def test_report_names_an_unwritable_output(in_tmp: Path) -> None:
+    """A report into a directory, or below a plain file, exits 2 with one line naming that path."""
     pytest.importorskip("duckdb")
     assert run("audit-sink", "--to", "a.duckdb", "--from-file", "/dev/null").exit_code == 0
     (in_tmp / "a_dir").mkdir()
@@ -106,11 +113,13 @@ def test_report_names_an_unwritable_output(in_tmp: Path) -> None:
 
 
 def test_topics_names_a_missing_spec_folder(in_tmp: Path) -> None:
+    """`topics apply` with a spec folder that does not exist exits 2 with one line naming it."""
     pytest.importorskip("kafka")
     one_line_error(run("topics", "apply", "--brokers", "x:1", "--dir", "nope"), 2, "nope")
 
 
 def test_a_bad_setting_is_one_line(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown CTXBUDGET_SECURITY_PROTOCOL is one error line naming the variable, exit 2."""
     pytest.importorskip("kafka")
     monkeypatch.setenv("CTXBUDGET_SECURITY_PROTOCOL", "TLS")
     one_line_error(run("produce", EXAMPLES, "--dry-run"), 2, "CTXBUDGET_SECURITY_PROTOCOL")
@@ -126,6 +135,7 @@ def _policies_copy(tmp: Path) -> Path:
 
 
 def test_policies_fails_on_a_missing_calibration_file_naming_it(in_tmp: Path) -> None:
+    """`policies` exits 1 naming the policy and the missing calibration file it points to."""
     folder = _policies_copy(in_tmp)
     lean = folder / "packing" / "lean@1.yaml"
     text = lean.read_text()
@@ -138,14 +148,17 @@ def test_policies_fails_on_a_missing_calibration_file_naming_it(in_tmp: Path) ->
 
 
 def test_policies_fails_on_a_rollout_naming_an_unknown_policy(in_tmp: Path) -> None:
+    """`policies` exits 1, without a traceback, naming the unknown policy rollout.yaml points to."""
     folder = _policies_copy(in_tmp)
     rollout = folder / "rollout.yaml"
     rollout.write_text(rollout.read_text().replace("candidate: lean@1", "candidate: lean@9"))
     result = run("policies", "--policies", str(folder))
     assert result.exit_code == 1 and "lean@9" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_policies_passes_the_shipped_folder(in_tmp: Path) -> None:
+    """`policies` on the shipped folder exits 0 and lists default@1 and lean@1."""
     result = run("policies")
     assert result.exit_code == 0, result.output
     assert "default@1" in result.output and "lean@1" in result.output
@@ -194,6 +207,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch, policy: str | None) -> WorkerSett
 def test_rollout_yaml_is_the_start_when_no_policy_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With CTXBUDGET_POLICY unset or empty, workers start from rollout.yaml (default@1, lean@1)."""
     from ctxbudget.kafka.control_follower import starting_state
 
     for unset in (None, ""):  # docker compose passes an empty value when it is not set
@@ -212,6 +226,7 @@ def test_ctxbudget_policy_replaces_the_rollout_baseline(monkeypatch: pytest.Monk
 def test_without_rollout_yaml_the_policy_or_default_is_the_baseline(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Without rollout.yaml the starting baseline is CTXBUDGET_POLICY, or default@1 when unset."""
     from ctxbudget.kafka.control_follower import starting_state
 
     assert starting_state(_settings(monkeypatch, None), tmp_path) == ControlState(
@@ -262,6 +277,7 @@ def test_shipped_data_falls_back_to_the_package_copy(
 
 
 def test_the_wheel_carries_the_data_folders() -> None:
+    """The wheel force-includes policies, topics and the example batches under ctxbudget/_data."""
     import tomllib
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -272,6 +288,7 @@ def test_the_wheel_carries_the_data_folders() -> None:
 
 
 def test_kafka_python_lower_bound_is_3() -> None:
+    """The kafka extra requires kafka-python 3.0 or later."""
     import tomllib
 
     kafka = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
@@ -314,6 +331,7 @@ LISTEN = "   1: 00000000:2384 00000000:0000 0A 00000000:00000000\n"
 
 
 def test_healthy_worker(tmp_path: Path) -> None:
+    """A worker process with an established connection to a broker port is healthy, exit 0."""
     proc = _fake_proc(tmp_path, state="S", cmd=WORKER, tcp=TO_9092)
     assert healthcheck.check(proc, 1, {9092}) is None
     assert healthcheck.main(["--proc", str(proc), "--port", "9092"]) == 0
@@ -329,6 +347,7 @@ def test_healthy_worker(tmp_path: Path) -> None:
     ],
 )
 def test_unhealthy_worker(tmp_path: Path, state: str, cmd: list[str], tcp: str, why: str) -> None:
+    """A zombie, a non-worker, or a worker with no broker connection is unhealthy (why), exit 1."""
     proc = _fake_proc(tmp_path, state=state, cmd=cmd, tcp=tcp)
     problem = healthcheck.check(proc, 1, {9092})
     assert problem is not None and why in problem
@@ -336,5 +355,7 @@ def test_unhealthy_worker(tmp_path: Path, state: str, cmd: list[str], tcp: str, 
 
 
 def test_healthcheck_reads_the_broker_ports() -> None:
+    """Ports come from host:port entries (9092 where none is given); a missing process is named."""
     assert healthcheck.broker_ports("kafka:9092, b2:19092,b3") == {9092, 19092}
+    assert healthcheck.broker_ports("b3,,") == {9092}
     assert healthcheck.check(Path("/nonexistent-proc"), 1, {9092}) == "process 1 does not exist"

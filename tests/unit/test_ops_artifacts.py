@@ -63,6 +63,7 @@ def _pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_ops_artefact_parses() -> None:
+    """Every k8s, alert, compose and dashboard file parses; each manifest is in the namespace."""
     yamls = [*K8S.glob("*.yaml"), RULES, COMPOSE]
     for path in yamls:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
@@ -77,6 +78,7 @@ def test_every_ops_artefact_parses() -> None:
 
 
 def test_the_k8s_set_is_complete() -> None:
+    """The set has namespace, config, secret, topics Job, Service; per stage a Deployment, PDB."""
     kinds = {(d["kind"], d["metadata"]["name"]) for _, d in _manifests()}
     assert ("Namespace", "ctxbudget") in kinds
     assert ("ConfigMap", "ctxbudget-policies") in kinds
@@ -156,6 +158,7 @@ def _alert_rules() -> list[dict[str, Any]]:
 
 
 def test_every_dashboard_and_alert_metric_is_exposed_by_a_worker() -> None:
+    """Every metric a dashboard panel or alert queries is one a worker's /metrics exposes."""
     exposed = _exposed_names()
     exprs = _dashboard_exprs() + [r["expr"] for r in _alert_rules()]
     used = set().union(*(_metric_names(e) for e in exprs))
@@ -166,6 +169,7 @@ def test_every_dashboard_and_alert_metric_is_exposed_by_a_worker() -> None:
 
 
 def test_the_dashboard_covers_what_operators_watch() -> None:
+    """The dashboard charts traffic, p50/p99 latency, lag, budgets, drops, control; ids unique."""
     dashboard = json.loads(DASHBOARD.read_text())
     used = set().union(*(_metric_names(e) for e in _dashboard_exprs()))
     for name in (
@@ -203,6 +207,7 @@ def test_the_dashboard_covers_what_operators_watch() -> None:
 
 
 def test_every_alert_is_documented_and_links_an_existing_runbook() -> None:
+    """Every alert has a summary, a severity and a runbook link to an existing file and heading."""
     rules = _alert_rules()
     names = {r["alert"] for r in rules}
     assert {
@@ -296,6 +301,7 @@ def _set_variables() -> dict[str, set[str]]:
 
 
 def test_every_variable_set_is_one_the_code_reads() -> None:
+    """Every CTXBUDGET_* variable the manifests or compose file set is a setting the code reads."""
     known = _known_variables()
     found = _set_variables()
     assert "CTXBUDGET_BROKERS" in found and "CTXBUDGET_METRICS_PORT" in found
@@ -304,6 +310,7 @@ def test_every_variable_set_is_one_the_code_reads() -> None:
 
 
 def test_the_kafka_secret_names_every_sasl_setting() -> None:
+    """Each of the six Kafka secrets sets protocol, mechanism, user and password, validly."""
     secrets = _of_kind("Secret")
     assert len(secrets) == 6  # the topics job and the five Deployments
     protocol = WorkerSettings.model_fields["security_protocol"].annotation
@@ -342,6 +349,7 @@ def test_each_workload_reads_the_secret_of_its_own_role_only() -> None:
 
 @pytest.mark.parametrize("stage", STAGES)
 def test_each_deployment_is_probed_bounded_and_unprivileged(stage: str) -> None:
+    """Each stage's Deployment is probed on the metrics port, bounded, non-root and read-only."""
     docs = [d for _, d in _of_kind("Deployment") if d["metadata"]["name"] == f"ctxbudget-{stage}"]
     assert len(docs) == 1
     doc = docs[0]
@@ -414,6 +422,7 @@ def test_the_metrics_service_reaches_every_worker_port() -> None:
 
 
 def test_the_topics_job_applies_then_verifies() -> None:
+    """The topics Job runs `topics apply` then `verify`, non-root, read-only, memory bounded."""
     (_, job), *_ = _of_kind("Job")
     pod = _pod_spec(job)
     (container,) = pod["containers"]
@@ -429,6 +438,7 @@ def test_the_topics_job_applies_then_verifies() -> None:
 
 
 def test_the_policies_configmap_equals_policies_folder() -> None:
+    """The policies ConfigMap holds exactly the files of policies/ under valid keys."""
     make = _load_make_configmap()
     (_, configmap), *_ = [
         (p, d) for p, d in _of_kind("ConfigMap") if d["metadata"]["name"] == "ctxbudget-policies"
@@ -443,6 +453,7 @@ def test_the_policies_configmap_equals_policies_folder() -> None:
 
 
 def test_every_workload_mounts_the_policies_as_the_folder_lays_them_out() -> None:
+    """Each Deployment mounts the policies read-only, laid out as policies/, where it reads them."""
     make = _load_make_configmap()
     wanted = make.items(REPO / "policies")
     for _, doc in _of_kind("Deployment"):
@@ -464,6 +475,7 @@ def test_every_workload_mounts_the_policies_as_the_folder_lays_them_out() -> Non
 
 
 def test_compose_runs_the_shadow_worker_and_the_audit_sink() -> None:
+    """Compose runs a shadow worker with a healthcheck and an analytics audit sink on a volume."""
     services = yaml.safe_load(COMPOSE.read_text())["services"]
     shadow = services["shadow"]
     assert shadow["command"] == ["worker", "shadow"]

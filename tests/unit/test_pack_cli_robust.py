@@ -159,6 +159,7 @@ def test_tracebacks_are_not_how_a_bad_line_is_reported(tmp_path: Path) -> None:
 
 
 def test_all_good_exits_0_and_packs_every_line_in_order(tmp_path: Path) -> None:
+    """Good lines only: exit 0, the in-process packs in input order, an empty dead-letter file."""
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\n".join(EXAMPLES) + b"\n")
     out = tmp_path / "packs.jsonl"
@@ -191,6 +192,7 @@ def _assert_one_line_usage_error(res: Result, *words: str) -> None:
 
 
 def test_a_missing_input_file_is_a_usage_error(tmp_path: Path) -> None:
+    """A missing input is one usage-error line naming it; an existing output is left as it was."""
     out = tmp_path / "packs.jsonl"
     out.write_bytes(b"keep me\n")
     res = _pack(str(tmp_path / "nope.jsonl"), "-o", str(out))
@@ -199,6 +201,7 @@ def test_a_missing_input_file_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_a_directory_as_input_is_a_usage_error(tmp_path: Path) -> None:
+    """A directory given as the input is one usage-error line: cannot read BATCHES."""
     _assert_one_line_usage_error(_pack(str(tmp_path)), "cannot read BATCHES")
 
 
@@ -212,20 +215,24 @@ def test_a_directory_as_input_is_a_usage_error(tmp_path: Path) -> None:
 def test_an_unknown_policy_is_a_usage_error(
     tmp_path: Path, args: list[str], words: list[str]
 ) -> None:
+    """An unknown or unversioned --policy is one usage-error line naming it; no output is made."""
     src = tmp_path / "in.jsonl"
     src.write_bytes(GOOD + b"\n")
     _assert_one_line_usage_error(_pack(str(src), "-o", str(tmp_path / "o"), *args), *words)
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_missing_policies_folder_is_a_usage_error(tmp_path: Path) -> None:
+    """A policies folder with no policies is one usage-error line naming the folder."""
     src = tmp_path / "in.jsonl"
     src.write_bytes(GOOD + b"\n")
     res = CliRunner().invoke(pack_cmd, [str(src), "--policies", str(tmp_path / "none")])
-    _assert_one_line_usage_error(res, "none")
+    _assert_one_line_usage_error(res, str(tmp_path / "none"), "no packing policy found")
 
 
 @pytest.mark.parametrize("option", ["-o", "--trace", "--dead-letter"])
 def test_an_unwritable_output_is_a_usage_error(tmp_path: Path, option: str) -> None:
+    """Each output path in a missing folder, or naming a directory, is one usage-error line."""
     src = tmp_path / "in.jsonl"
     src.write_bytes(GOOD + b"\n")
     bad = str(tmp_path / "missing-dir" / "x.jsonl")
@@ -235,11 +242,15 @@ def test_an_unwritable_output_is_a_usage_error(tmp_path: Path, option: str) -> N
 
 
 def test_a_bad_option_keeps_clicks_usage_error() -> None:
+    """A bad option value keeps click's usage error (exit 2) naming the option and value."""
     res = _pack("x.jsonl", "--lane", "sideways")
     assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "Usage: pack" in res.output
+    assert "Invalid value for '--lane': 'sideways'" in res.output
 
 
 def test_the_help_documents_the_exit_statuses() -> None:
+    """The help text lists exit statuses 0, 1, 2 and 3 and what each means."""
     text = CliRunner().invoke(pack_cmd, ["--help"]).output
     assert "Exit status:" in text
     for line in (
@@ -303,6 +314,7 @@ def test_a_closed_stdout_is_an_internal_failure_exit_3(tmp_path: Path) -> None:
     ],
 )
 def test_duplicate_keys_are_refused_wherever_they_are(old: bytes, new: bytes, where: str) -> None:
+    """A key repeated in one object, at any depth, is refused naming its dotted path."""
     with pytest.raises(InputError, match=rf"^duplicate key {re.escape(where)}:"):
         decode_batch(_edit(old, new))
 
@@ -317,6 +329,7 @@ def test_duplicate_keys_hidden_behind_an_escaped_colon_are_found() -> None:
 
 
 def test_a_key_spelled_two_ways_is_still_a_duplicate() -> None:
+    """A key written once with a unicode escape and once plainly is still a duplicate."""
     raw = _edit(
         b'"principal":{"tenant_id":"acme"', b'"principal":{"tenant\\u005fid":"x","tenant_id":"acme"'
     )
@@ -337,6 +350,7 @@ def test_a_key_spelled_two_ways_is_still_a_duplicate() -> None:
     ],
 )
 def test_integers_beyond_64_bits_are_refused_naming_the_field(old: bytes, path: str) -> None:
+    """An integer outside the signed 64-bit range is refused naming its field's path."""
     name = path.rsplit(".", 1)[-1] if "metadata" not in path else "metadata"
     if old.startswith(b'"access_label"'):
         extra = {
@@ -353,6 +367,7 @@ def test_integers_beyond_64_bits_are_refused_naming_the_field(old: bytes, path: 
 
 
 def test_the_64_bit_limits_themselves_are_accepted() -> None:
+    """2**63-1 and -2**63 are accepted; one below -2**63 is refused naming the field."""
     top, bottom = str(2**63 - 1).encode(), str(-(2**63)).encode()
     raw = _edit(b'"input_limit":4096', b'"input_limit":' + top)
     assert decode_batch(raw).model.input_limit == 2**63 - 1
@@ -395,6 +410,7 @@ def test_the_range_check_knows_every_int_field_of_a_batch() -> None:
 
 
 def test_a_tenant_mismatch_is_refused_naming_both() -> None:
+    """A batch tenant unlike its principal's is refused by codec and model, naming both."""
     raw = _edit(b'"tenant_id":"acme","principal"', b'"tenant_id":"globex","principal"')
     with pytest.raises(
         InputError, match=r"tenant_id 'globex' differs from principal\.tenant_id 'acme'"
@@ -415,6 +431,7 @@ def test_every_example_batch_passes_the_strict_checks() -> None:
 
 
 def test_a_small_original_is_kept_whole_with_its_digest() -> None:
+    """A small bad line's dead letter keeps it whole as UTF-8 with size, digest and request id."""
     raw = b'{"request_id": "r1", "x": "\xc3\xa9"}'
     dl = dead_letter(raw, InputError("bad"), stage="pack", source="f", line=4)
     assert dl.raw.encode() == raw and dl.raw_encoding == "utf-8" and dl.line == 4
@@ -435,6 +452,7 @@ def test_a_large_original_keeps_a_bounded_excerpt() -> None:
 
 
 def test_a_large_binary_original_keeps_a_base64_excerpt() -> None:
+    """A large non-UTF-8 original keeps a base64 excerpt; the error text is capped at 4 KiB."""
     raw = b"\xff" + os.urandom(200_000)
     dl = dead_letter(raw, ValueError("x" * 100_000), stage="route", source="t", offset=9)
     assert dl.raw_encoding == "base64"
@@ -443,6 +461,7 @@ def test_a_large_binary_original_keeps_a_base64_excerpt() -> None:
 
 
 def test_a_large_bad_line_is_a_bounded_dead_letter_in_the_run(tmp_path: Path) -> None:
+    """In a run, a 200 KB bad line's dead letter keeps a 64 KiB excerpt, its size and id."""
     big = _edit(b'"text":"API keys', b'"text":"' + b"x" * 200_000 + b'","oops":"API keys')
     big = _edit(b'"tenant_id":"acme","principal"', b'"tenant_id":"other","principal"', big)
     src = tmp_path / "in.jsonl"
@@ -588,6 +607,8 @@ def test_a_failure_reading_the_input_is_an_internal_failure(
 def test_a_bug_loading_the_policy_is_an_internal_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An exception loading the policy is exit 3, one line naming it an internal failure."""
+
     def boom(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("bug")
 

@@ -31,12 +31,14 @@ STATE = ControlState(baseline="default@1", candidate="lean@1", percent=30, shado
 
 
 def test_the_shipped_rollout_file_loads() -> None:
-    """policies/rollout.yaml is valid and names shipped policies."""
+    """policies/rollout.yaml is valid, names shipped policies, and starts with nothing live."""
     state = load_rollout(REPO / "policies" / "rollout.yaml")
     store = PolicyStore.load(REPO / "policies")
-    store.get(state.baseline)
-    assert state.candidate is not None
-    store.get(state.candidate)
+    assert (state.baseline, state.candidate) == ("default@1", "lean@1")
+    assert {state.baseline, state.candidate} <= set(store.names())
+    baseline, _ = store.get(state.baseline)
+    assert f"{baseline.name}@{baseline.version}" == state.baseline
+    assert state.percent == 0 and not state.shadow and not state.killed
 
 
 def test_the_split_is_within_one_percent_over_100k_keys() -> None:

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from ctxbudget.kafka.topics import DEFAULT_TOPICS_DIR, TopicSpec, TopicSpecError, load_topic_specs
 from ctxbudget.kafka.topics import load_topic_spec as load_one
 
-# The "Topics (v1)" table of ARCHITECTURE.md.
+# Every v1 topic the product reads or writes: the README's topics table, and ctx.labels.v1
+# (the labels stream, in its section "Watching coverage under drift").
 V1_TOPICS = {
     "ctx.candidates.v1",
     "ctx.routed.v1",
@@ -52,7 +53,7 @@ def test_shipped_topic_file_loads(path: Path) -> None:
     assert spec.name == path.stem
 
 
-def test_shipped_topics_are_exactly_the_architecture_table() -> None:
+def test_shipped_topics_are_exactly_the_v1_topics() -> None:
     """A topic added in code but not in topics/ (or the reverse) is a deployment bug."""
     assert {spec.name for spec in load_topic_specs()} == V1_TOPICS
 
