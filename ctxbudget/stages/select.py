@@ -356,8 +356,6 @@ def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]
 #: word capitalised everywhere.
 NAME_MAX_SHARE = 0.2
 NAME_MIN_HOLDERS = 3
-#: A one-word name links two passages only when at most this many items hold it.
-SINGLE_NAME_MAX_HOLDERS = 2
 #: The entity link a shared name earns is strongest when at most this many items hold the
 #: name, and shrinks with more holders (``RARE_NAME_HOLDERS / holders``).
 RARE_NAME_HOLDERS = 2
@@ -389,11 +387,24 @@ def distinctive_names(
     return [{n: holders[n] for n in sorted(names) if low <= holders[n] <= cap} for names in found]
 
 
+#: Capitalised words that name a time, not an entity: they link nothing.
+CALENDAR_WORDS = frozenset(
+    [
+        "january", "february", "march", "april", "may", "june", "july", "august",
+        "september", "october", "november", "december", "monday", "tuesday", "wednesday",
+        "thursday", "friday", "saturday", "sunday",
+    ]
+)  # fmt: skip
+
+
 def linkable(name: str, holders: int) -> bool:
-    """Whether a distinctive name can link two passages: a name of several words, or a
-    one-word name no more than :data:`SINGLE_NAME_MAX_HOLDERS` items hold (one word is
-    capitalised in many senses: a month, a demonym, a surname)."""
-    return " " in name or holders <= SINGLE_NAME_MAX_HOLDERS
+    """Whether a distinctive name can link two passages: any name but a calendar word (a
+    month or a weekday is capitalised, yet names a time, not an entity). How common a name
+    is in the batch is judged by :func:`distinctive_names` (at most
+    :func:`name_holder_cap` holders) and by the link's strength (fewer holders, a stronger
+    link): a one-word name ("Hiroshima", "Stockholm") links as a longer one does."""
+    del holders  # rarity is the link's strength, not a gate
+    return name not in CALENDAR_WORDS
 
 
 def _passed_names(names: dict[str, int], qpadded: str) -> dict[str, int]:
@@ -756,6 +767,14 @@ class _Admission:
             return False
         return o.named or o.linked_from is not None
 
+    def _hop_link(self, o: _Option) -> bool:
+        """Admitted evidence leads to ``o``: its text names ``o``'s subject, or they share a
+        distinctive name (the next hop of the chain)."""
+        if o.shared_name is not None:
+            return True
+        subject = o.subject
+        return o.linked_from is not None and subject is not None and subject not in self.subjects
+
     def _prepare(self, options: Sequence[_Option]) -> None:
         """Set the options' admission state for an empty pack, and index them by query
         term, facet and subject."""
@@ -899,9 +918,12 @@ class _Admission:
                     self.floor_share > 0
                     and self.admitted
                     and best.util < self.floor_share * self.admitted[0].utility
+                    and not self._hop_link(best)
                 ):
-                    later.extend(ranked[at:])
-                    break
+                    # A weak item waits for what the grown excerpts leave; one that admitted
+                    # evidence leads to (the next hop) does not: room is kept for it first.
+                    later.append(best)
+                    continue
                 reason = self._gate(best)
                 if reason is None and not self.settle(best):
                     reason = "budget"
