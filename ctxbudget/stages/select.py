@@ -932,6 +932,13 @@ class _Admission:
                     excerpt = self.excerpts and self.excerpt_est(best) is not None
                     # Items held back (source cap, excerpt floor) wait too: they are reached.
                     self._take(best, (pool, deferred, later), excerpt=excerpt)
+                    if later:
+                        # An item held behind the floor that this admission leads to (the
+                        # next hop) competes again now, before the excerpts grow.
+                        linked = [o for o in later if self._hop_link(o)]
+                        if linked:
+                            later[:] = [o for o in later if not self._hop_link(o)]
+                            pool.extend(linked)
                     break
                 if reason == "source_cap":
                     deferred.append(best)
