@@ -375,13 +375,28 @@ def distinctive_names(
 ) -> list[dict[str, int]]:
     """Per item, the names of its text (:func:`~ctxbudget.text.name_phrases`) that few items
     of the batch hold (document frequency within the batch at most :func:`name_holder_cap`),
-    each with the number of items holding it: what a hop passes on. With ``shared_only``,
-    only the names another item holds too."""
+    each with the number of items holding it: what a hop passes on. A one-word name every
+    holder uses as a modifier (:func:`modifier_only`: "a Canadian author") is left out. With
+    ``shared_only``, only the names another item holds too."""
     found = [name_phrases(it.text) for it in items]
     holders: dict[str, int] = {}
     for names in found:
         for n in names:
             holders[n] = holders.get(n, 0) + 1
+    low = 2 if shared_only else 1
+    # A one-word name every holder writes before a noun ("a Canadian author", "an English
+    # cricketer") describes its subject: it names no entity a hop could pass on.
+    modifiers = {
+        n
+        for n, k in holders.items()
+        if k >= low
+        and " " not in n
+        and all(
+            modifier_only(n, it.text) for it, names in zip(items, found, strict=True) if n in names
+        )
+    }
+    if modifiers:
+        found = [names - modifiers for names in found]
     cap = name_holder_cap(len(items))
     low = 2 if shared_only else 1
     return [{n: holders[n] for n in sorted(names) if low <= holders[n] <= cap} for names in found]
@@ -395,6 +410,21 @@ CALENDAR_WORDS = frozenset(
         "thursday", "friday", "saturday", "sunday",
     ]
 )  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _word_uses(word: str) -> re.Pattern[str]:
+    """The capitalised ``word`` as a whole word, and the word that follows it on its line."""
+    return re.compile(rf"(?<!\w){re.escape(word[:1].upper() + word[1:])}(?!\w)[ \t]*(\w*)")
+
+
+def modifier_only(word: str, text: str) -> bool:
+    """Whether ``text`` uses the one-word name ``word`` (lower case) only as a modifier:
+    every capitalised use comes straight before a lower-case content word ("Canadian
+    author", "Gothic church"), never before punctuation, a function word ("Africa and") or
+    another capitalised word. A demonym describes; a place or a person is named."""
+    uses = [m.group(1) for m in _word_uses(word).finditer(text)]
+    return bool(uses) and all(w[:1].islower() and w not in STOPWORDS for w in uses)
 
 
 def linkable(name: str, holders: int) -> bool:
@@ -932,13 +962,7 @@ class _Admission:
                     excerpt = self.excerpts and self.excerpt_est(best) is not None
                     # Items held back (source cap, excerpt floor) wait too: they are reached.
                     self._take(best, (pool, deferred, later), excerpt=excerpt)
-                    if later:
-                        # An item held behind the floor that this admission leads to (the
-                        # next hop) competes again now, before the excerpts grow.
-                        linked = [o for o in later if self._hop_link(o)]
-                        if linked:
-                            later[:] = [o for o in later if not self._hop_link(o)]
-                            pool.extend(linked)
+                    self._revive(later, pool)
                     break
                 if reason == "source_cap":
                     deferred.append(best)
@@ -951,6 +975,17 @@ class _Admission:
                     for o in ranked[at + 1 :]:
                         fates[o.item] = "item_cap"
                     break
+
+    def _revive(self, later: list[_Option], pool: list[_Option]) -> None:
+        """Move the items held behind the excerpt floor that an admission now leads to (the
+        next hop) from ``later`` back to ``pool``: they compete at once, before the admitted
+        excerpts grow back, in their utility order like the rest."""
+        if not later:
+            return
+        linked = [o for o in later if self._hop_link(o)]
+        if linked:
+            later[:] = [o for o in later if not self._hop_link(o)]
+            pool.extend(linked)
 
     def _gate(self, o: _Option) -> DropReason | None:
         if 1.0 - o.overlap < self.rules.min_novelty:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ctxbudget.envelope import parse
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
-from ctxbudget.stages.select import distinctive_names, linkable, name_holder_cap
+from ctxbudget.stages.select import distinctive_names, linkable, modifier_only, name_holder_cap
 from ctxbudget.testing import batch, candidate
 from ctxbudget.text import name_phrases
 
@@ -220,3 +220,23 @@ def test_the_next_hop_enters_before_the_excerpts_grow(pipeline: Pipeline) -> Non
     assert "shared_name:ilse varnhagen" in hop.basis
     assert "Schools of the north" in by_title
     assert by_title["Orchard film 1"].compress_to is not None
+
+
+def test_a_demonym_used_only_before_a_noun_links_nothing(pipeline: Pipeline) -> None:
+    """ "Canadian" written before a noun in every passage that holds it describes them and
+    links none; "Africa", named as a place (before punctuation or "and"), still links."""
+    assert modifier_only("canadian", "Jed MacKay is a Canadian comic writer.")
+    assert not modifier_only("africa", "It flows through Africa and Asia.")
+    assert not modifier_only("africa", "Imperialism in Africa, as in Asia, grew.")
+    assert not modifier_only("stockholm", "Stockholm Arlanda Airport serves the city.")
+    texts = [
+        "Jed MacKay is a Canadian comic writer. He lives near Africa and works there.",
+        "Mélanie Watt is a Canadian author of children's books about Africa.",
+        "A Canadian studio animated the series set in Africa.",
+    ]
+    cb = pipeline.consolidator.run(
+        pipeline.router.run(batch([candidate(f"c{k}", t) for k, t in enumerate(texts)]))
+    )
+    found = distinctive_names(cb.items, shared_only=True)
+    assert all("canadian" not in names for names in found)
+    assert sum("africa" in names for names in found) == 3
