@@ -536,6 +536,7 @@ class EvidenceSelector:
             facets,
             self._stepper(items, qterms, rules),
             self._passer(qterms),
+            self._receiver(qterms),
         )
         run.admit_all(options, fates)
         budget_dropped = [o.item for o in run.budget_waiting]
@@ -693,6 +694,21 @@ class EvidenceSelector:
 
         return passes
 
+    def _receiver(self, qterms: frozenset[str]) -> Callable[[_Option, str], bool]:
+        """Whether an item takes a shared name up as a hop: a sentence of its text names
+        it beside a query term (the hop carries the question on)."""
+        qstems = query_stems(qterms)
+
+        def receives(o: _Option, name: str) -> bool:
+            found = self.analyse(o.text)
+            key = f" {name} "
+            return any(
+                key in pad and not st.isdisjoint(qstems)
+                for st, pad in zip(found.stems, found.padded, strict=True)
+            )
+
+        return receives
+
     @staticmethod
     def _facets(query: Query, rules: ClassPolicy) -> list[frozenset[str]]:
         facets: list[frozenset[str]] = []
@@ -752,11 +768,14 @@ class _Admission:
         facets: list[frozenset[str]],
         stepper: Callable[[_Option], tuple[int, ...]] | None = None,
         passes: Callable[[_Option], dict[str, int]] | None = None,
+        receives: Callable[[_Option, str], bool] | None = None,
     ) -> None:
         self.rules = rules
         self.stepper = stepper
         #: The names an admitted option hands to the next hop (default: all its names).
         self.passes = passes
+        #: Whether a waiting option takes a shared name up as its hop (default: always).
+        self.receives = receives
         self.remaining = budget - SET_OVERHEAD_TOKENS
         self.qterms = qterms
         self.nq = len(qterms)
@@ -800,7 +819,7 @@ class _Admission:
     def _hop_link(self, o: _Option) -> bool:
         """Admitted evidence leads to ``o``: its text names ``o``'s subject, or they share a
         distinctive name (the next hop of the chain)."""
-        if o.shared_name is not None:
+        if o.shared_name is not None and (self.receives is None or self.receives(o, o.shared_name)):
             return True
         subject = o.subject
         return o.linked_from is not None and subject is not None and subject not in self.subjects

@@ -13,7 +13,9 @@ from ctxbudget.testing import batch, candidate
 from ctxbudget.tokens import TokenizerRegistry
 from tests.paths import REPO
 
-FILLER = " ".join(f"Part {i} of the survey covers the harbour and the river trade." for i in range(4))
+FILLER = " ".join(
+    f"Part {i} of the survey covers the harbour and the river trade." for i in range(4)
+)
 
 QUESTION = "What is the birthplace of the film director Ilse Varnhagen famous for?"
 

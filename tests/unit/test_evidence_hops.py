@@ -200,17 +200,29 @@ def test_months_and_weekdays_link_nothing() -> None:
     assert linkable("stockholm", 3) and linkable("national action party", 3)
 
 
-def test_the_next_hop_enters_before_the_excerpts_grow(pipeline: Pipeline) -> None:
-    """Under the excerpt floor, a weak item an admission links to (the next hop, by a name a
-    third passage also holds) is admitted in the first round, though its utility is below
-    the floor's share of the first admission's; growing a distractor's excerpt back waits,
-    and the hop after it fits too."""
+def _floor_chain(verb: str) -> list[Candidate]:
+    """The three-hop chain with a third passage naming the hop-1 answer (so its link is
+    weaker), and the hop-2 sentence naming it written with ``verb``."""
     extra = _para(
         "Varnhagen prize",
         "A prize named after Ilse Varnhagen is given each year in Lübeck to a young painter.",
         0.5,
     )
-    b = batch([*_chain(), extra], query=QUESTION, input_limit=600, reserve_tokens=300)
+    out = [
+        c.model_copy(update={"text": c.text.replace("studied", verb)})
+        if c.title == "Varnhagen family"
+        else c
+        for c in _chain()
+    ]
+    return [*out, extra]
+
+
+def test_the_next_hop_enters_before_the_excerpts_grow(pipeline: Pipeline) -> None:
+    """Under the excerpt floor, a weak item an admission links to (the next hop), whose
+    sentence naming the shared name carries the question ("trained"), is admitted in the
+    first round though its utility is below the floor's share of the first admission's:
+    growing a distractor's excerpt back waits, and the hop after it fits too."""
+    b = batch(_floor_chain("trained"), query=QUESTION, input_limit=600, reserve_tokens=300)
     packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
     items = packed.consolidated.items
     by_title = {items[a.item].title: a for a in packed.admitted}
@@ -220,6 +232,18 @@ def test_the_next_hop_enters_before_the_excerpts_grow(pipeline: Pipeline) -> Non
     assert "shared_name:ilse varnhagen" in hop.basis
     assert "Schools of the north" in by_title
     assert by_title["Orchard film 1"].compress_to is not None
+
+
+def test_a_shared_name_beside_no_query_term_waits_behind_the_floor(pipeline: Pipeline) -> None:
+    """The same chain, but the hop-2 sentence naming the shared name carries nothing of the
+    question ("studied"): the weak item waits behind the floor like any other, so the
+    distractor's excerpt grows back first."""
+    b = batch(_floor_chain("studied"), query=QUESTION, input_limit=600, reserve_tokens=300)
+    packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+    items = packed.consolidated.items
+    by_title = {items[a.item].title: a for a in packed.admitted}
+    assert by_title["Orchard film 1"].compress_to is None
+    assert "Schools of the north" not in by_title
 
 
 def test_a_demonym_used_only_before_a_noun_links_nothing(pipeline: Pipeline) -> None:
