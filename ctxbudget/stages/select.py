@@ -384,21 +384,22 @@ def distinctive_names(
         for n in names:
             holders[n] = holders.get(n, 0) + 1
     low = 2 if shared_only else 1
+    cap = name_holder_cap(len(items))
     # A one-word name every holder writes before a noun ("a Canadian author", "an English
-    # cricketer") describes its subject: it names no entity a hop could pass on.
+    # cricketer") describes its subject: it names no entity a hop could pass on. Only the
+    # names still in the running are read for it.
     modifiers = {
         n
         for n, k in holders.items()
-        if k >= low
+        if low <= k <= cap
         and " " not in n
+        and n not in CALENDAR_WORDS
         and all(
             modifier_only(n, it.text) for it, names in zip(items, found, strict=True) if n in names
         )
     }
     if modifiers:
         found = [names - modifiers for names in found]
-    cap = name_holder_cap(len(items))
-    low = 2 if shared_only else 1
     return [{n: holders[n] for n in sorted(names) if low <= holders[n] <= cap} for names in found]
 
 
@@ -1001,10 +1002,10 @@ class _Admission:
         excerpts grow back, in their utility order like the rest."""
         if not later:
             return
-        linked = [o for o in later if self._hop_link(o)]
-        if linked:
-            later[:] = [o for o in later if not self._hop_link(o)]
-            pool.extend(linked)
+        linked = [self._hop_link(o) for o in later]
+        if any(linked):
+            pool.extend(o for o, hop in zip(later, linked, strict=True) if hop)
+            later[:] = [o for o, hop in zip(later, linked, strict=True) if not hop]
 
     def _gate(self, o: _Option) -> DropReason | None:
         if 1.0 - o.overlap < self.rules.min_novelty:
