@@ -356,8 +356,6 @@ def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]
 #: word capitalised everywhere.
 NAME_MAX_SHARE = 0.2
 NAME_MIN_HOLDERS = 3
-#: A one-word name links two passages only when at most this many items hold it.
-SINGLE_NAME_MAX_HOLDERS = 2
 #: The entity link a shared name earns is strongest when at most this many items hold the
 #: name, and shrinks with more holders (``RARE_NAME_HOLDERS / holders``).
 RARE_NAME_HOLDERS = 2
@@ -377,23 +375,67 @@ def distinctive_names(
 ) -> list[dict[str, int]]:
     """Per item, the names of its text (:func:`~ctxbudget.text.name_phrases`) that few items
     of the batch hold (document frequency within the batch at most :func:`name_holder_cap`),
-    each with the number of items holding it: what a hop passes on. With ``shared_only``,
-    only the names another item holds too."""
+    each with the number of items holding it: what a hop passes on. A one-word name every
+    holder uses as a modifier (:func:`modifier_only`: "a Canadian author") is left out. With
+    ``shared_only``, only the names another item holds too."""
     found = [name_phrases(it.text) for it in items]
     holders: dict[str, int] = {}
     for names in found:
         for n in names:
             holders[n] = holders.get(n, 0) + 1
-    cap = name_holder_cap(len(items))
     low = 2 if shared_only else 1
+    cap = name_holder_cap(len(items))
+    # A one-word name every holder writes before a noun ("a Canadian author", "an English
+    # cricketer") describes its subject: it names no entity a hop could pass on. Only the
+    # names still in the running are read for it.
+    modifiers = {
+        n
+        for n, k in holders.items()
+        if low <= k <= cap
+        and " " not in n
+        and n not in CALENDAR_WORDS
+        and all(
+            modifier_only(n, it.text) for it, names in zip(items, found, strict=True) if n in names
+        )
+    }
+    if modifiers:
+        found = [names - modifiers for names in found]
     return [{n: holders[n] for n in sorted(names) if low <= holders[n] <= cap} for names in found]
 
 
+#: Capitalised words that name a time, not an entity: they link nothing.
+CALENDAR_WORDS = frozenset(
+    [
+        "january", "february", "march", "april", "may", "june", "july", "august",
+        "september", "october", "november", "december", "monday", "tuesday", "wednesday",
+        "thursday", "friday", "saturday", "sunday",
+    ]
+)  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _word_uses(word: str) -> re.Pattern[str]:
+    """The capitalised ``word`` as a whole word, and the word that follows it on its line."""
+    return re.compile(rf"(?<!\w){re.escape(word[:1].upper() + word[1:])}(?!\w)[ \t]*(\w*)")
+
+
+def modifier_only(word: str, text: str) -> bool:
+    """Whether ``text`` uses the one-word name ``word`` (lower case) only as a modifier:
+    every capitalised use comes straight before a lower-case content word ("Canadian
+    author", "Gothic church"), never before punctuation, a function word ("Africa and") or
+    another capitalised word. A demonym describes; a place or a person is named."""
+    uses = [m.group(1) for m in _word_uses(word).finditer(text)]
+    return bool(uses) and all(w[:1].islower() and w not in STOPWORDS for w in uses)
+
+
 def linkable(name: str, holders: int) -> bool:
-    """Whether a distinctive name can link two passages: a name of several words, or a
-    one-word name no more than :data:`SINGLE_NAME_MAX_HOLDERS` items hold (one word is
-    capitalised in many senses: a month, a demonym, a surname)."""
-    return " " in name or holders <= SINGLE_NAME_MAX_HOLDERS
+    """Whether a distinctive name can link two passages: any name but a calendar word (a
+    month or a weekday is capitalised, yet names a time, not an entity). How common a name
+    is in the batch is judged by :func:`distinctive_names` (at most
+    :func:`name_holder_cap` holders) and by the link's strength (fewer holders, a stronger
+    link): a one-word name ("Hiroshima", "Stockholm") links as a longer one does."""
+    del holders  # rarity is the link's strength, not a gate
+    return name not in CALENDAR_WORDS
 
 
 def _passed_names(names: dict[str, int], qpadded: str) -> dict[str, int]:
@@ -495,6 +537,7 @@ class EvidenceSelector:
             facets,
             self._stepper(items, qterms, rules),
             self._passer(qterms),
+            self._receiver(qterms),
         )
         run.admit_all(options, fates)
         budget_dropped = [o.item for o in run.budget_waiting]
@@ -652,6 +695,21 @@ class EvidenceSelector:
 
         return passes
 
+    def _receiver(self, qterms: frozenset[str]) -> Callable[[_Option, str], bool]:
+        """Whether an item takes a shared name up as a hop: a sentence of its text names
+        it beside a query term (the hop carries the question on)."""
+        qstems = query_stems(qterms)
+
+        def receives(o: _Option, name: str) -> bool:
+            found = self.analyse(o.text)
+            key = f" {name} "
+            return any(
+                key in pad and not st.isdisjoint(qstems)
+                for st, pad in zip(found.stems, found.padded, strict=True)
+            )
+
+        return receives
+
     @staticmethod
     def _facets(query: Query, rules: ClassPolicy) -> list[frozenset[str]]:
         facets: list[frozenset[str]] = []
@@ -711,11 +769,14 @@ class _Admission:
         facets: list[frozenset[str]],
         stepper: Callable[[_Option], tuple[int, ...]] | None = None,
         passes: Callable[[_Option], dict[str, int]] | None = None,
+        receives: Callable[[_Option, str], bool] | None = None,
     ) -> None:
         self.rules = rules
         self.stepper = stepper
         #: The names an admitted option hands to the next hop (default: all its names).
         self.passes = passes
+        #: Whether a waiting option takes a shared name up as its hop (default: always).
+        self.receives = receives
         self.remaining = budget - SET_OVERHEAD_TOKENS
         self.qterms = qterms
         self.nq = len(qterms)
@@ -755,6 +816,14 @@ class _Admission:
         if o.subject is None or o.subject in self.subjects:
             return False
         return o.named or o.linked_from is not None
+
+    def _hop_link(self, o: _Option) -> bool:
+        """Admitted evidence leads to ``o``: its text names ``o``'s subject, or they share a
+        distinctive name (the next hop of the chain)."""
+        if o.shared_name is not None and (self.receives is None or self.receives(o, o.shared_name)):
+            return True
+        subject = o.subject
+        return o.linked_from is not None and subject is not None and subject not in self.subjects
 
     def _prepare(self, options: Sequence[_Option]) -> None:
         """Set the options' admission state for an empty pack, and index them by query
@@ -899,9 +968,12 @@ class _Admission:
                     self.floor_share > 0
                     and self.admitted
                     and best.util < self.floor_share * self.admitted[0].utility
+                    and not self._hop_link(best)
                 ):
-                    later.extend(ranked[at:])
-                    break
+                    # A weak item waits for what the grown excerpts leave; one that admitted
+                    # evidence leads to (the next hop) does not: room is kept for it first.
+                    later.append(best)
+                    continue
                 reason = self._gate(best)
                 if reason is None and not self.settle(best):
                     reason = "budget"
@@ -910,6 +982,7 @@ class _Admission:
                     excerpt = self.excerpts and self.excerpt_est(best) is not None
                     # Items held back (source cap, excerpt floor) wait too: they are reached.
                     self._take(best, (pool, deferred, later), excerpt=excerpt)
+                    self._revive(later, pool)
                     break
                 if reason == "source_cap":
                     deferred.append(best)
@@ -922,6 +995,17 @@ class _Admission:
                     for o in ranked[at + 1 :]:
                         fates[o.item] = "item_cap"
                     break
+
+    def _revive(self, later: list[_Option], pool: list[_Option]) -> None:
+        """Move the items held behind the excerpt floor that an admission now leads to (the
+        next hop) from ``later`` back to ``pool``: they compete at once, before the admitted
+        excerpts grow back, in their utility order like the rest."""
+        if not later:
+            return
+        linked = [self._hop_link(o) for o in later]
+        if any(linked):
+            pool.extend(o for o, hop in zip(later, linked, strict=True) if hop)
+            later[:] = [o for o, hop in zip(later, linked, strict=True) if not hop]
 
     def _gate(self, o: _Option) -> DropReason | None:
         if 1.0 - o.overlap < self.rules.min_novelty:

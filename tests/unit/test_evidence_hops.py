@@ -7,7 +7,7 @@ from __future__ import annotations
 from ctxbudget.envelope import parse
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
-from ctxbudget.stages.select import distinctive_names, linkable, name_holder_cap
+from ctxbudget.stages.select import distinctive_names, linkable, modifier_only, name_holder_cap
 from ctxbudget.testing import batch, candidate
 from ctxbudget.text import name_phrases
 
@@ -148,3 +148,119 @@ def test_a_question_without_accents_names_an_accented_title(pipeline: Pipeline) 
     packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
     basis = {packed.consolidated.items[a.item].title: a.basis for a in packed.admitted}
     assert "named_entity" in basis["Aschenbrödel"]
+
+
+def _one_word_chain() -> list[Candidate]:
+    """A two-hop chain whose bridge is a one-word place name ("Kellinghusen") that three
+    passages hold, under distractors scored far above the second hop."""
+    return [
+        _para(
+            "Ilse Varnhagen",
+            "Ilse Varnhagen was a film director born in Kellinghusen in 1931. She made six films.",
+            9.0,
+        ),
+        *(
+            _para(f"Director survey {k}", f"A survey of film directors, part {k}. " + FILLER, s)
+            for k, s in ((1, 8.8), (2, 8.6), (3, 8.4), (4, 8.2), (5, 8.0))
+        ),
+        _para(
+            "Stör valley towns",
+            "The valley has several market towns. In Kellinghusen a faience "
+            "pottery has been made since 1763.",
+            1.1,
+        ),
+        _para(
+            "Rail lines of Holstein",
+            "A branch line once ran from Wrist to Kellinghusen and on to the coast.",
+            1.0,
+        ),
+    ]
+
+
+ONE_WORD_QUESTION = "What is the birthplace of the film director Ilse Varnhagen famous for?"
+
+
+def test_a_one_word_name_three_passages_hold_links_the_next_hop(pipeline: Pipeline) -> None:
+    """A one-word name (a town) that several passages hold links the passage naming it in
+    its text: the hop is traced by the name it shares."""
+    b = batch(_one_word_chain(), query=ONE_WORD_QUESTION, input_limit=800, reserve_tokens=300)
+    packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+    items = packed.consolidated.items
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert "shared_name:kellinghusen" in basis["Stör valley towns"]
+    holders = sum("kellinghusen" in n for n in distinctive_names(items, shared_only=True))
+    assert holders == 3 and linkable("kellinghusen", holders)
+
+
+def test_months_and_weekdays_link_nothing() -> None:
+    """A calendar word is capitalised but names a time: it never links two passages, however
+    rare; any other name within the batch's holder cap does."""
+    for word in ("march", "june", "december", "monday", "sunday"):
+        assert not linkable(word, 1)
+    assert linkable("stockholm", 3) and linkable("national action party", 3)
+
+
+def _floor_chain(verb: str) -> list[Candidate]:
+    """The three-hop chain with a third passage naming the hop-1 answer (so its link is
+    weaker), and the hop-2 sentence naming it written with ``verb``."""
+    extra = _para(
+        "Varnhagen prize",
+        "A prize named after Ilse Varnhagen is given each year in Lübeck to a young painter.",
+        0.5,
+    )
+    out = [
+        c.model_copy(update={"text": c.text.replace("studied", verb)})
+        if c.title == "Varnhagen family"
+        else c
+        for c in _chain()
+    ]
+    return [*out, extra]
+
+
+def test_the_next_hop_enters_before_the_excerpts_grow(pipeline: Pipeline) -> None:
+    """Under the excerpt floor, a weak item an admission links to (the next hop), whose
+    sentence naming the shared name carries the question ("trained"), is admitted in the
+    first round though its utility is below the floor's share of the first admission's:
+    growing a distractor's excerpt back waits, and the hop after it fits too."""
+    b = batch(_floor_chain("trained"), query=QUESTION, input_limit=600, reserve_tokens=300)
+    packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+    items = packed.consolidated.items
+    by_title = {items[a.item].title: a for a in packed.admitted}
+    first = min(packed.admitted, key=lambda a: a.rank)
+    hop = by_title["Varnhagen family"]
+    assert hop.utility < 0.5 * first.utility
+    assert "shared_name:ilse varnhagen" in hop.basis
+    assert "Schools of the north" in by_title
+    assert by_title["Orchard film 1"].compress_to is not None
+
+
+def test_a_shared_name_beside_no_query_term_waits_behind_the_floor(pipeline: Pipeline) -> None:
+    """The same chain, but the hop-2 sentence naming the shared name carries nothing of the
+    question ("studied"): the weak item waits behind the floor like any other, so the
+    distractor's excerpt grows back first."""
+    b = batch(_floor_chain("studied"), query=QUESTION, input_limit=600, reserve_tokens=300)
+    packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+    items = packed.consolidated.items
+    by_title = {items[a.item].title: a for a in packed.admitted}
+    assert by_title["Orchard film 1"].compress_to is None
+    assert "Schools of the north" not in by_title
+
+
+def test_a_demonym_used_only_before_a_noun_links_nothing(pipeline: Pipeline) -> None:
+    """ "Canadian" written before a noun in every passage that holds it describes them and
+    links none; "Africa", named as a place (before punctuation or "and"), still links."""
+    assert modifier_only("canadian", "Jed MacKay is a Canadian comic writer.")
+    assert not modifier_only("africa", "It flows through Africa and Asia.")
+    assert not modifier_only("africa", "Imperialism in Africa, as in Asia, grew.")
+    assert not modifier_only("stockholm", "Stockholm Arlanda Airport serves the city.")
+    texts = [
+        "Jed MacKay is a Canadian comic writer. He lives near Africa and works there.",
+        "Mélanie Watt is a Canadian author of children's books about Africa.",
+        "A Canadian studio animated the series set in Africa.",
+    ]
+    cb = pipeline.consolidator.run(
+        pipeline.router.run(batch([candidate(f"c{k}", t) for k, t in enumerate(texts)]))
+    )
+    found = distinctive_names(cb.items, shared_only=True)
+    assert all("canadian" not in names for names in found)
+    assert sum("africa" in names for names in found) == 3
