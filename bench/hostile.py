@@ -137,8 +137,9 @@ def _handler(stage: str, **limits: int) -> Any:
         build_handler,
         static_assignment,
     )
-    from ctxbudget.kafka.limits import LimitSettings, load_specs, topic_limits
+    from ctxbudget.kafka.limits import load_specs, topic_limits
     from ctxbudget.kafka.settings import TopicNames, WorkerSettings
+    from ctxbudget.limit_settings import LimitSettings
     from ctxbudget.limits import InputLimits
 
     held = InputLimits(**limits)
@@ -147,9 +148,8 @@ def _handler(stage: str, **limits: int) -> Any:
         topics=TopicNames(),
         metrics=Metrics(),
         assign=static_assignment("default@1"),
-        max_bytes=held.max_message_bytes,
         limits=held,
-        topic_limits=topic_limits(WorkerSettings(), load_specs(LimitSettings())),
+        topic_limits=topic_limits(WorkerSettings(), LimitSettings(), load_specs(WorkerSettings())),
     )
     return build_handler(stage, ctx)
 

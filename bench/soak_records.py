@@ -70,18 +70,18 @@ def _handler(policy: str) -> Any:
         build_handler,
         static_assignment,
     )
-    from ctxbudget.kafka.limits import LimitSettings, input_limits, load_specs, topic_limits
+    from ctxbudget.kafka.limits import load_specs, topic_limits
     from ctxbudget.kafka.settings import WorkerSettings
+    from ctxbudget.limit_settings import LimitSettings
 
     settings, limits = WorkerSettings(), LimitSettings()
-    tops = topic_limits(settings, load_specs(limits))
-    held = input_limits(settings, limits, tops, settings.topics.candidates)
+    tops = topic_limits(settings, limits, load_specs(settings))
+    held = limits.input_limits(cap=tops.get(settings.topics.candidates))
     ctx = Context(
         pipelines=Pipelines(None, max_pair_checks=held.max_pair_checks),
         topics=settings.topics,
         metrics=Metrics(),
         assign=static_assignment(policy),
-        max_bytes=held.max_message_bytes,
         limits=held,
         topic_limits=tops,
     )

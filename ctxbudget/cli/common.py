@@ -79,10 +79,10 @@ def worker_settings() -> WorkerSettings:
 def topic_specs() -> list[TopicSpec]:
     """The topic specs the workers use (``CTXBUDGET_TOPIC_SPECS``, ``./topics``, the shipped
     ones); none when they cannot be loaded (the lane guards then go by topic names alone)."""
-    from ctxbudget.kafka import LimitSettings, TopicError, load_specs
+    from ctxbudget.kafka import TopicError, load_specs
 
     try:
-        return load_specs(_from_env(LimitSettings))
+        return load_specs(worker_settings())
     except TopicError:
         return []
 
@@ -92,9 +92,9 @@ def env_input_limits() -> InputLimits:
     (``CTXBUDGET_MAX_MESSAGE_BYTES``, ``CTXBUDGET_MAX_CANDIDATES``, ``CTXBUDGET_MAX_TEXT_BYTES``,
     ``CTXBUDGET_MAX_JSON_DEPTH``, ``CTXBUDGET_MAX_PAIR_CHECKS``); a bad value is a usage error
     naming the variable."""
-    from ctxbudget.kafka import LimitSettings, input_limits
+    from ctxbudget.limit_settings import LimitSettings
 
-    return input_limits(worker_settings(), _from_env(LimitSettings), {}, "-")
+    return _from_env(LimitSettings).input_limits()
 
 
 class Pacer:

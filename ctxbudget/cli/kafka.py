@@ -21,7 +21,6 @@ from ctxbudget.kafka import (
     BrokerStartError,
     EmbeddedBroker,
     KafkaCluster,
-    LimitSettings,
     MetricsPortInUseError,
     TopicError,
     TopicSpec,
@@ -240,7 +239,7 @@ def worker_cmd(stages: tuple[str, ...]) -> None:
         check_roles(
             settings.topics,
             written_roles(chosen, write_intermediate=settings.write_intermediate),
-            load_specs(LimitSettings()),
+            load_specs(settings),
             writer=f"worker {'-'.join(chosen)}",
         )
         trusted_keys(settings)  # unreadable keys are a usage error, told before any broker

@@ -24,6 +24,7 @@ import orjson
 from ctxbudget.cli.common import (
     Pacer,
     UsageFailure,
+    env_input_limits,
     iter_lines,
     one_line,
     open_in,
@@ -74,7 +75,9 @@ class _Tally:
                 self.failed.append((line_no, raw, error))
 
 
-def _connect(settings: WorkerSettings, brokers: str, topic: str, timeout_s: float) -> TopicWriter:
+def _connect(
+    settings: WorkerSettings, brokers: str, topic: str, timeout_s: float, max_bytes: int
+) -> TopicWriter:
     """A writer, once the broker answers and the topic exists (usage errors otherwise)."""
     from ctxbudget.kafka import io
 
@@ -87,7 +90,7 @@ def _connect(settings: WorkerSettings, brokers: str, topic: str, timeout_s: floa
             client_id="ctxbudget-produce",
             acks="all",
             linger_ms=5,
-            max_request_size=settings.max_message_bytes + 65536,
+            max_request_size=max_bytes + 65536,
         )
     except (io.BrokerUnreachableError, io.TopicNotFoundError) as e:
         raise UsageFailure(str(e)) from e
@@ -323,14 +326,15 @@ def _run(
     what: str,
 ) -> None:
     batches = path
+    max_bytes = env_input_limits().max_message_bytes
     src = open_in(batches, what=what)
     tally = _Tally()
     started = time.monotonic()
     try:
         with open_out(dead_path, what="--dead-letter file") as dl:
-            writer = None if dry_run else _connect(settings, brokers, topic, timeout)
+            writer = None if dry_run else _connect(settings, brokers, topic, timeout, max_bytes)
             try:
-                _produce_lines(src, batches, writer, topic, settings, rate, dl, tally, validate)
+                _produce_lines(src, batches, writer, topic, max_bytes, rate, dl, tally, validate)
             finally:
                 if writer is not None:
                     _finish(writer, timeout, tally)
@@ -357,7 +361,7 @@ def _produce_lines(
     source: str,
     writer: TopicWriter | None,
     topic: str,
-    settings: WorkerSettings,
+    max_bytes: int,
     rate: float | None,
     dl: IO[bytes] | None,
     tally: _Tally,
@@ -367,7 +371,7 @@ def _produce_lines(
     for line_no, raw in iter_lines(src):
         tally.lines += 1
         try:
-            rid, value = validate(raw, settings.max_message_bytes)
+            rid, value = validate(raw, max_bytes)
         except Exception as e:  # whatever is wrong with a line, it is that line's refusal
             tally.refused += 1
             _refuse(line_no, raw, e, source, dl)

@@ -43,7 +43,7 @@ from ctxbudget.kafka.broker import (
 from ctxbudget.kafka.control_follower import trusted_keys
 from ctxbudget.kafka.kafka_cluster import KafkaCluster, fetch_kafka, run_cluster_forever
 from ctxbudget.kafka.lanes import LaneError, check_destination, check_roles, written_roles
-from ctxbudget.kafka.limits import LimitSettings, input_limits, load_specs
+from ctxbudget.kafka.limits import load_specs
 from ctxbudget.kafka.observability import MetricsPortInUseError, check_port_free
 from ctxbudget.kafka.probe import BrokerNotAnsweringError, ask_brokers
 from ctxbudget.kafka.settings import TopicNames, WorkerSettings
@@ -70,7 +70,6 @@ __all__ = [
     "EmbeddedBroker",
     "KafkaCluster",
     "LaneError",
-    "LimitSettings",
     "MetricsPortInUseError",
     "TopicAdminError",
     "TopicError",
@@ -85,7 +84,6 @@ __all__ = [
     "check_port_free",
     "check_roles",
     "fetch_kafka",
-    "input_limits",
     "load_specs",
     "load_topic_specs",
     "plan_json",

@@ -53,20 +53,14 @@ from ctxbudget.kafka.handlers import (
     rollout_assignment,
 )
 from ctxbudget.kafka.lanes import check_roles, written_roles
-from ctxbudget.kafka.limits import (
-    LimitSettings,
-    TopicsMissingError,
-    check_topics,
-    input_limits,
-    load_specs,
-    topic_limits,
-)
+from ctxbudget.kafka.limits import TopicsMissingError, check_topics, load_specs, topic_limits
 from ctxbudget.kafka.logs import bind_request
 from ctxbudget.kafka.logs import configure as configure_logs
 from ctxbudget.kafka.observability import LANES, Observability, PackFacts
 from ctxbudget.kafka.probe import BrokerProbe, ask_brokers
 from ctxbudget.kafka.settings import WorkerSettings
 from ctxbudget.kafka.transport import FetchWaitApp
+from ctxbudget.limit_settings import LimitSettings
 from ctxbudget.rollout import ControlApplied, ControlRefused, ControlState
 from ctxbudget.signing import Verdict
 
@@ -177,8 +171,8 @@ class WorkerApp:
         self.probe: BrokerProbe | None = None
         self._skipped_seen = 0
         self.limits = LimitSettings()
-        self.topic_specs = load_specs(self.limits)
-        self.topic_limits = topic_limits(settings, self.topic_specs)
+        self.topic_specs = load_specs(settings)
+        self.topic_limits = topic_limits(settings, self.limits, self.topic_specs)
         check_roles(
             settings.topics,
             self.written_roles(),
@@ -201,7 +195,7 @@ class WorkerApp:
             topics=settings.topics,
             metrics=self.metrics,
             assign=rollout_assignment(self.holder.get, "live"),
-            max_bytes=settings.max_message_bytes,
+            limits=self.limits.input_limits(),
             write_intermediate=settings.write_intermediate,
             compact_intermediate=settings.compact_intermediate,
             topic_limits=self.topic_limits,
@@ -231,8 +225,8 @@ class WorkerApp:
             broker_commit_interval=settings.commit_interval_s,
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
-            producer_max_request_size=settings.max_message_bytes + 65536,
-            consumer_max_fetch_size=settings.max_message_bytes + 65536,
+            producer_max_request_size=self.limits.max_message_bytes + 65536,
+            consumer_max_fetch_size=self.limits.max_message_bytes + 65536,
             topic_disable_leader=True,
             topic_allow_declare=False,
             web_enabled=False,
@@ -268,8 +262,7 @@ class WorkerApp:
         if stage == "shadow":
             ctx = replace(ctx, assign=rollout_assignment(self.holder.get, "shadow"))
         source = input_topic(stage, self.settings.topics)
-        held = input_limits(self.settings, self.limits, self.topic_limits, source)
-        ctx = replace(ctx, max_bytes=held.max_message_bytes, limits=held)
+        ctx = replace(ctx, limits=self.limits.input_limits(cap=self.topic_limits.get(source)))
         handler = build_handler(stage, ctx)
         topic = self._topic(source)
         for name in (
@@ -450,7 +443,7 @@ class WorkerApp:
         (the broker would create it with its own defaults on first use); log how the others
         differ from their specs. The control topic is not checked: without it a worker packs
         with the baseline policy (``start_control``)."""
-        if not self.limits.check_topics:
+        if not self.settings.check_topics:
             return
         for warning in check_topics(self.settings, self.topic_specs, self.used_topics()):
             log.warning("topic differs from its spec: " + warning)

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -28,7 +28,6 @@ from pydantic import BaseModel
 
 from ctxbudget.codec import (
     DEAD_LETTER_EXCERPT_BYTES,
-    MAX_MESSAGE_BYTES,
     dead_letter,
     decode,
     encode,
@@ -36,7 +35,7 @@ from ctxbudget.codec import (
 )
 from ctxbudget.errors import CtxBudgetError, InputError, LimitError
 from ctxbudget.kafka.settings import TopicNames
-from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS, InputLimits, check_message_size
+from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS, InputLimits
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.rollout import Assignment, ControlState, live_assignment, shadow_assignment
@@ -169,8 +168,8 @@ RECORD_OVERHEAD = 128
 class Context:
     """What every handler of a worker shares.
 
-    ``max_bytes`` is the largest input record; ``limits`` the other input limits (its own
-    ``max_message_bytes`` is replaced by ``max_bytes``). ``topic_limits`` maps a topic name
+    ``limits`` are the input limits, the largest input record among them (the decoders check
+    each record against them before parsing). ``topic_limits`` maps a topic name
     to the largest record it takes (key + value + RECORD_OVERHEAD); a topic not in it is
     not checked.
     """
@@ -179,7 +178,6 @@ class Context:
     topics: TopicNames
     metrics: Metrics
     assign: Assign
-    max_bytes: int = MAX_MESSAGE_BYTES
     write_intermediate: bool = False
     compact_intermediate: bool = True
     limits: InputLimits = field(default_factory=InputLimits)
@@ -196,8 +194,7 @@ class Handler:
         self.pipelines = ctx.pipelines
         self.topics = ctx.topics
         self.metrics = ctx.metrics
-        self.max_bytes = ctx.max_bytes
-        self.limits = replace(ctx.limits, max_message_bytes=ctx.max_bytes)
+        self.limits = ctx.limits
 
     def handle(
         self, raw: bytes | None, *, source: str = "", offset: int | None = None
@@ -206,7 +203,6 @@ class Handler:
         if raw is None:
             raw = b""
         try:
-            check_message_size(len(raw), self.limits)
             outputs = self.run(raw)
         except LimitError as e:
             self.metrics.inc(f"limit.{e.limit}")

@@ -239,9 +239,16 @@ def follow(consumer: Any) -> Iterator[TopicRecord]:
         yield TopicRecord.of(r)
 
 
-def consumer_config(settings: WorkerSettings, brokers: str | None = None) -> dict[str, Any]:
+def consumer_config(
+    settings: WorkerSettings, brokers: str | None = None, *, max_message_bytes: int | None = None
+) -> dict[str, Any]:
     """The audit sink's consumer settings, from the client-config factory: no group, no auto
-    commit, security from the CTXBUDGET_* settings."""
+    commit, security from the CTXBUDGET_* settings; fetches sized for records of
+    ``max_message_bytes`` (default: ``CTXBUDGET_MAX_MESSAGE_BYTES``)."""
+    if max_message_bytes is None:
+        from ctxbudget.limit_settings import LimitSettings
+
+        max_message_bytes = LimitSettings().max_message_bytes
     return clients.client_config(
         settings,
         brokers=brokers,
@@ -250,8 +257,8 @@ def consumer_config(settings: WorkerSettings, brokers: str | None = None) -> dic
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         allow_auto_create_topics=False,
-        max_partition_fetch_bytes=settings.max_message_bytes + 1024 * 1024,
-        fetch_max_bytes=max(52_428_800, settings.max_message_bytes * 2),
+        max_partition_fetch_bytes=max_message_bytes + 1024 * 1024,
+        fetch_max_bytes=max(52_428_800, max_message_bytes * 2),
         metadata_max_age_ms=30_000,
         bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
     )

@@ -1,9 +1,10 @@
 """What a worker holds its records to, and the topics it checks before it starts.
 
-- **Input limits** (:class:`LimitSettings`, ``CTXBUDGET_MAX_*``): a batch over one becomes
-  a dead letter naming the limit before any stage works on it (:mod:`ctxbudget.limits`).
-  The message size limit is the smaller of ``CTXBUDGET_MAX_MESSAGE_BYTES`` and the input
-  topic's ``max.message.bytes``.
+- **Input limits** (:class:`~ctxbudget.limit_settings.LimitSettings`, ``CTXBUDGET_MAX_*``):
+  a batch over one becomes a dead letter naming the limit before any stage works on it
+  (:mod:`ctxbudget.limits`). The message size limit is the smaller of
+  ``CTXBUDGET_MAX_MESSAGE_BYTES`` and the input topic's ``max.message.bytes``
+  (``limits.input_limits(cap=topic_limits[source])``).
 - **Output limits** (:func:`topic_limits`): every record a worker produces is checked
   against its destination topic's ``max.message.bytes`` as ``topics/*.yaml`` states it (and
   the producer's own request limit); an output over it becomes a dead letter naming the
@@ -22,27 +23,18 @@ name exists.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import structlog
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ctxbudget.errors import KafkaEdgeError
 from ctxbudget.kafka.settings import TopicNames
-from ctxbudget.limits import (
-    DEFAULT_MAX_CANDIDATES,
-    DEFAULT_MAX_JSON_DEPTH,
-    DEFAULT_MAX_PAIR_CHECKS,
-    DEFAULT_MAX_TEXT_BYTES,
-    InputLimits,
-)
 
 if TYPE_CHECKING:
     from ctxbudget.kafka.settings import WorkerSettings
     from ctxbudget.kafka.topics import TopicSpec
+    from ctxbudget.limit_settings import LimitSettings
 
 log = structlog.get_logger("ctxbudget.worker")
 
@@ -55,43 +47,12 @@ RECORD_OVERHEAD = 128
 PRODUCER_HEADROOM = 65536
 
 
-class LimitSettings(BaseSettings):
-    """The input limits and the topic checks, from CTXBUDGET_* variables (or a .env file)."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="CTXBUDGET_", env_file=".env", frozen=True, extra="ignore"
-    )
-
-    max_candidates: int = Field(default=DEFAULT_MAX_CANDIDATES, ge=1)
-    max_text_bytes: int = Field(default=DEFAULT_MAX_TEXT_BYTES, ge=1)
-    max_json_depth: int = Field(default=DEFAULT_MAX_JSON_DEPTH, ge=4, le=200)
-    max_pair_checks: int = Field(default=DEFAULT_MAX_PAIR_CHECKS, ge=1)
-    topic_specs: Path | None = Field(
-        default=None, description="topic specs folder (default ./topics, else the shipped)"
-    )
-    check_topics: bool = Field(
-        default=True, description="refuse to start while a topic the worker uses is missing"
-    )
-
-    def specs_dir(self) -> Path:
-        """The topic specs folder: ``CTXBUDGET_TOPIC_SPECS``, else ``./topics`` when
-        present, else the shipped copy."""
-        if self.topic_specs is not None:
-            return self.topic_specs
-        local = Path("topics")
-        if local.is_dir():
-            return local
-        from ctxbudget.kafka.topics import DEFAULT_TOPICS_DIR
-
-        return DEFAULT_TOPICS_DIR
-
-
-def load_specs(limits: LimitSettings) -> list[TopicSpec]:
-    """The topic specs in :meth:`LimitSettings.specs_dir`; a
+def load_specs(settings: WorkerSettings) -> list[TopicSpec]:
+    """The topic specs in :meth:`~ctxbudget.kafka.settings.WorkerSettings.specs_dir`; a
     :class:`~ctxbudget.kafka.topics.TopicSpecError` when the folder or a spec is invalid."""
     from ctxbudget.kafka.topics import load_topic_specs
 
-    return load_topic_specs(limits.specs_dir())
+    return load_topic_specs(settings.specs_dir())
 
 
 def spec_for(role: str, names: TopicNames, specs: Sequence[TopicSpec]) -> TopicSpec | None:
@@ -100,11 +61,13 @@ def spec_for(role: str, names: TopicNames, specs: Sequence[TopicSpec]) -> TopicS
     return by_name.get(getattr(names, role)) or by_name.get(getattr(TopicNames(), role))
 
 
-def topic_limits(settings: WorkerSettings, specs: Sequence[TopicSpec]) -> dict[str, int]:
+def topic_limits(
+    settings: WorkerSettings, limits: LimitSettings, specs: Sequence[TopicSpec]
+) -> dict[str, int]:
     """Largest record (key + value + overhead) each of the worker's topics takes, by name:
     the spec's ``max.message.bytes`` (Kafka's default when it states none), never more than
     the producer's request limit."""
-    producer_max = settings.max_message_bytes + PRODUCER_HEADROOM
+    producer_max = limits.max_message_bytes + PRODUCER_HEADROOM
     out: dict[str, int] = {}
     for role, name in settings.topics.model_dump().items():
         spec = spec_for(role, settings.topics, specs)
@@ -112,20 +75,6 @@ def topic_limits(settings: WorkerSettings, specs: Sequence[TopicSpec]) -> dict[s
         limit = int(stated) if stated is not None else KAFKA_DEFAULT_MAX_MESSAGE_BYTES
         out[name] = min(limit, producer_max)
     return out
-
-
-def input_limits(
-    settings: WorkerSettings, limits: LimitSettings, tops: Mapping[str, int], source: str
-) -> InputLimits:
-    """The limits a record read from ``source`` is held to."""
-    cap = min(settings.max_message_bytes, tops.get(source, settings.max_message_bytes))
-    return InputLimits(
-        max_message_bytes=cap,
-        max_candidates=limits.max_candidates,
-        max_text_bytes=limits.max_text_bytes,
-        max_json_depth=limits.max_json_depth,
-        max_pair_checks=limits.max_pair_checks,
-    )
 
 
 class TopicsMissingError(KafkaEdgeError):

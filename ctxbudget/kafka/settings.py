@@ -57,7 +57,12 @@ class WorkerSettings(BaseSettings):
     fetch_max_wait_ms: int = Field(
         default=50, ge=1, le=5000, description="longest a fetch may wait for records"
     )
-    max_message_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    topic_specs: Path | None = Field(
+        default=None, description="topic specs folder (default ./topics, else the shipped)"
+    )
+    check_topics: bool = Field(
+        default=True, description="refuse to start while a topic the worker uses is missing"
+    )
     write_intermediate: bool = Field(
         default=False, description="fused worker: also write routed/consolidated/packed topics"
     )
@@ -125,6 +130,18 @@ class WorkerSettings(BaseSettings):
                 f"CTXBUDGET_SASL_PASSWORD_FILE {self.sasl_password_file}: cannot read it ({e})"
             ) from e
         return text.splitlines()[0] if text else ""
+
+    def specs_dir(self) -> Path:
+        """The topic specs folder: ``CTXBUDGET_TOPIC_SPECS``, else ``./topics`` when present,
+        else the shipped copy."""
+        if self.topic_specs is not None:
+            return self.topic_specs
+        local = Path("topics")
+        if local.is_dir():
+            return local
+        from ctxbudget.kafka.topics import DEFAULT_TOPICS_DIR
+
+        return DEFAULT_TOPICS_DIR
 
     def bootstrap(self) -> list[str]:
         """The bootstrap servers of ``brokers``, as a list without blanks."""

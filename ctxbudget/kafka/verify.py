@@ -29,6 +29,7 @@ from ctxbudget.kafka import clients
 from ctxbudget.kafka.logs import configure as configure_logs
 from ctxbudget.kafka.settings import WorkerSettings
 from ctxbudget.kafka.verify_join import JoinTopics, VerifyJoin
+from ctxbudget.limit_settings import LimitSettings
 
 log = structlog.get_logger("ctxbudget.verify")
 
@@ -148,7 +149,7 @@ class VerifyWorker:
             client_id="ctxbudget-verify",
             acks="all",
             linger_ms=5,
-            max_request_size=s.max_message_bytes + 65536,
+            max_request_size=LimitSettings().max_message_bytes + 65536,
         )
         return answers, follower, producer
 

@@ -15,6 +15,7 @@ from ctxbudget.errors import ConfigError
 from ctxbudget.escaping import datamark, escape_text, unescape, unmark
 from ctxbudget.kafka.handlers import Context, Metrics, Pipelines, build_handler, static_assignment
 from ctxbudget.kafka.settings import TopicNames
+from ctxbudget.limits import InputLimits
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, load_policy
 from ctxbudget.schemas import EvidenceItem, EvidenceSpan
@@ -145,7 +146,7 @@ def guarded() -> Context:
         topics=TopicNames(),
         metrics=Metrics(),
         assign=static_assignment("guarded@1"),
-        max_bytes=1 << 20,
+        limits=InputLimits(max_message_bytes=1 << 20),
     )
 
 

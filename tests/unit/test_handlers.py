@@ -18,6 +18,7 @@ from ctxbudget.kafka.handlers import (
     static_assignment,
 )
 from ctxbudget.kafka.settings import TopicNames
+from ctxbudget.limits import InputLimits
 from tests.paths import REPO
 
 TOPICS = TopicNames()
@@ -31,7 +32,7 @@ def ctx() -> Context:
         topics=TOPICS,
         metrics=Metrics(),
         assign=static_assignment("default@1"),
-        max_bytes=1 << 20,
+        limits=InputLimits(max_message_bytes=1 << 20),
     )
 
 
@@ -119,7 +120,11 @@ def test_an_unknown_tokenizer_and_an_oversize_message_are_dead_letters(ctx: Cont
     assert out.topic == TOPICS.deadletter and out.key == data["request_id"].encode()
     assert b"nope" in out.value
     small = Context(
-        pipelines=ctx.pipelines, topics=TOPICS, metrics=Metrics(), assign=ctx.assign, max_bytes=100
+        pipelines=ctx.pipelines,
+        topics=TOPICS,
+        metrics=Metrics(),
+        assign=ctx.assign,
+        limits=InputLimits(max_message_bytes=100),
     )
     (out,) = build_handler("route", small).handle(EXAMPLES[0])
     assert out.topic == TOPICS.deadletter and b"over the 100-byte limit" in out.value

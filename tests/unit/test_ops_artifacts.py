@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ctxbudget.kafka.limits import LimitSettings
 from ctxbudget.kafka.observability import Observability, PackFacts
 from ctxbudget.kafka.settings import TopicNames, WorkerSettings
+from ctxbudget.limit_settings import LimitSettings
 from tests.paths import REPO
 
 K8S = REPO / "ops" / "k8s"

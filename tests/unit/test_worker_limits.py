@@ -25,15 +25,10 @@ from ctxbudget.kafka.handlers import (
     record_size,
     static_assignment,
 )
-from ctxbudget.kafka.limits import (
-    KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
-    LimitSettings,
-    input_limits,
-    load_specs,
-    topic_limits,
-)
+from ctxbudget.kafka.limits import KAFKA_DEFAULT_MAX_MESSAGE_BYTES, load_specs, topic_limits
 from ctxbudget.kafka.settings import TopicNames, WorkerSettings
 from ctxbudget.kafka.topics import TopicSpec
+from ctxbudget.limit_settings import LimitSettings
 from ctxbudget.limits import InputLimits
 from tests.paths import REPO
 
@@ -91,7 +86,7 @@ def test_an_output_over_its_topic_limit_becomes_a_dead_letter(pipelines: Pipelin
 
 def test_outputs_within_their_limits_are_untouched(pipelines: Pipelines) -> None:
     """The shipped limits leave the examples' outputs as they were."""
-    tops = topic_limits(WorkerSettings(), load_specs(LimitSettings()))
+    tops = topic_limits(WorkerSettings(), LimitSettings(), load_specs(WorkerSettings()))
     plain = build_handler("fused", _ctx(pipelines)).handle(EXAMPLE)
     held = build_handler("fused", _ctx(pipelines, topic_limits=tops)).handle(EXAMPLE)
     assert [o.topic for o in plain] == [o.topic for o in held]
@@ -267,31 +262,38 @@ def _spec(name: str, limit: int | None) -> TopicSpec:
 def test_topic_limits_follow_the_role_of_a_renamed_topic() -> None:
     """ctx.routed.v1's spec applies to the routed topic whatever its name; no spec means
     Kafka's default; nothing is over the producer's request limit."""
-    settings = WorkerSettings(topics=TopicNames(routed="my.routed"), max_message_bytes=1 << 20)
+    settings = WorkerSettings(topics=TopicNames(routed="my.routed"))
+    limits = LimitSettings(max_message_bytes=1 << 20)
     specs = [_spec("ctx.routed.v1", 5000), _spec("ctx.packs.v1", 1 << 30)]
-    tops = topic_limits(settings, specs)
+    tops = topic_limits(settings, limits, specs)
     assert tops["my.routed"] == 5000
     assert tops[TOPICS.packs] == (1 << 20) + 65536
     assert tops[TOPICS.audit] == KAFKA_DEFAULT_MAX_MESSAGE_BYTES
-    held = input_limits(settings, LimitSettings(), tops, "my.routed")
+    held = limits.input_limits(cap=tops["my.routed"])
     assert held.max_message_bytes == 5000
 
 
 def test_the_shipped_specs_state_every_limit_and_the_input_limit_is_the_smaller() -> None:
     """The candidates topic (4 MiB) caps CTXBUDGET_MAX_MESSAGE_BYTES (8 MiB)."""
-    settings = WorkerSettings()
-    tops = topic_limits(settings, load_specs(LimitSettings()))
-    held = input_limits(settings, LimitSettings(), tops, TOPICS.candidates)
+    settings, limits = WorkerSettings(), LimitSettings()
+    tops = topic_limits(settings, limits, load_specs(settings))
+    held = limits.input_limits(cap=tops[TOPICS.candidates])
     assert held.max_message_bytes == 4 * 1024 * 1024
     assert tops[TOPICS.routed] >= 2 * held.max_message_bytes  # a stage output embeds its input
 
 
 def test_limit_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """CTXBUDGET_MAX_CANDIDATES and friends; a bad value is refused."""
+    """CTXBUDGET_MAX_CANDIDATES and friends (the message cap among them) are the limit
+    settings, the topic specs folder a worker setting; a bad value is refused."""
     monkeypatch.setenv("CTXBUDGET_MAX_CANDIDATES", "50")
+    monkeypatch.setenv("CTXBUDGET_MAX_MESSAGE_BYTES", "12345")
     monkeypatch.setenv("CTXBUDGET_TOPIC_SPECS", str(REPO / "topics"))
     limits = LimitSettings()
-    assert limits.max_candidates == 50 and limits.specs_dir() == REPO / "topics"
+    assert limits.max_candidates == 50
+    assert limits.input_limits() == InputLimits(max_message_bytes=12345, max_candidates=50)
+    assert limits.input_limits(cap=100).max_message_bytes == 100
+    assert WorkerSettings().specs_dir() == REPO / "topics"
+    assert "max_message_bytes" not in WorkerSettings.model_fields
     monkeypatch.setenv("CTXBUDGET_MAX_JSON_DEPTH", "2")
     with pytest.raises(ValueError, match="max_json_depth"):
         LimitSettings()
