@@ -1,7 +1,8 @@
 """What every benchmark shares: traffic, statistics, the table printer and the JSON report.
 
 Traffic is a list of raw CandidateBatch v1 lines (bytes), as a worker would read them off the
-candidates topic. The generated traffic is :func:`bench.traffic.synthetic` (the evaluation
+candidates topic. The generated traffic is :func:`ctxbudget.testing.traffic.synthetic` (the
+evaluation
 traffic's shape: copies, stale versions, overlaps, injected and foreign passages) and, when the
 data folder holds it, the MS MARCO traffic; ``--file F`` replays a file instead. Candidates
 are stripped of ``tokens`` by default: the target is traffic whose candidates come
@@ -66,7 +67,7 @@ def read_file(path: Path, *, keep_tokens: bool = True, limit: int | None = None)
 def synthetic_traffic(
     n: int, *, seed: int = 1, candidates: int = 22, keep_tokens: bool = False
 ) -> Traffic:
-    from bench.traffic import synthetic
+    from ctxbudget.testing.traffic import synthetic
 
     batches = synthetic(n, seed=seed, candidates=candidates)
     lines = [_dump(g.batch) for g in batches]
@@ -83,7 +84,7 @@ def msmarco_traffic(
     keep_tokens: bool = False,
 ) -> Traffic | None:
     """MS MARCO traffic, or None when the data folder does not hold the subset."""
-    from bench.traffic import TrafficError, from_msmarco
+    from ctxbudget.testing.traffic import TrafficError, from_msmarco
 
     kwargs: dict[str, Any] = {"seed": seed, "variants_per_query": variants}
     if candidates is not None:

@@ -22,13 +22,13 @@ from typing import Any
 
 from bench.common import percentile, table, write_json
 from bench.hotpot import from_hotpot, load_corpus, paragraph_text
-from bench.traffic import from_msmarco
-from bench.traffic.msmarco import msmarco_dir, repair_mojibake
 from ctxbudget.envelope import render_item
 from ctxbudget.escaping import DEFAULT_DATAMARK
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import CandidateBatch, EvidenceItem, EvidenceSpan
+from ctxbudget.testing.traffic import from_msmarco
+from ctxbudget.testing.traffic.msmarco import msmarco_dir, repair_mojibake
 from ctxbudget.tokens import TokenizerRegistry
 
 #: Markers measured by default: the spotlighting paper's (two cl100k tokens) and a one-token one.

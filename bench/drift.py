@@ -14,7 +14,8 @@ stream. Three scenarios, each at ``--alpha``:
   (``x -> 0.5 x - 0.4``).
 * ``rescaled-mild``: the same with a milder change (``x -> 0.8 x``).
 * ``dataset-switch``: ``--before`` WikiQA requests, then ``--after`` MS MARCO TREC-DL19
-  requests (:func:`bench.traffic.from_msmarco`: other passages, another score scale); the new
+  requests (:func:`ctxbudget.testing.traffic.from_msmarco`: other passages, another score scale);
+  the new
   traffic's own calibration is made on other MS MARCO variants. ``--no-dataset-switch`` skips it.
 
 For each shift it prints coverage after the change for the static calibration, for the
@@ -113,9 +114,9 @@ SHIFTS = (Shift("rescaled", 0.5, -0.4), Shift("rescaled-mild", 0.8, 0.0))
 
 
 def _labelled_msmarco(seed: int, n: int) -> list[CandidateBatch]:
-    """MS MARCO TREC-DL19 batches (:func:`bench.traffic.from_msmarco`) with relevant
+    """MS MARCO TREC-DL19 batches (:func:`ctxbudget.testing.traffic.from_msmarco`) with relevant
     passages: ``n`` of them, as many variants of the 43 judged queries as that takes."""
-    from bench.traffic import from_msmarco
+    from ctxbudget.testing.traffic import from_msmarco
 
     variants = max(1, -(-n // 43))
     batches = [g.batch for g in from_msmarco(None, seed=seed, variants_per_query=variants)]

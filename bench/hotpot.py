@@ -7,7 +7,8 @@ data names the supporting sentences. That makes it a good test of whether a pack
 
 How a batch is made, as a BM25-only deployment over one Wikipedia index would produce it:
 
-* one :class:`bench.traffic.BM25Index` over every paragraph of the corpus (994 here), each
+* one :class:`ctxbudget.testing.traffic.BM25Index` over every paragraph of the corpus (994 here),
+  each
   indexed as ``title + " " + paragraph``;
 * the candidates of a question are its own 10 context paragraphs (HotpotQA's distractor pool:
   2 gold paragraphs and 8 paragraphs chosen to look related) topped up with the best BM25 hits
@@ -17,7 +18,8 @@ How a batch is made, as a BM25-only deployment over one Wikipedia index would pr
 * every paragraph is one chunk of one document of the source ``"wikipedia"``: ids are stable
   hashes of the title, ``text`` is the paragraph as written (the sentences joined, which carry
   their own leading spaces), the span covers the whole text, version ``"1"``, no authority,
-  no publication date, tenant :data:`bench.traffic.TENANT`, access label ``"public"``; about
+  no publication date, tenant :data:`ctxbudget.testing.traffic.TENANT`, access label ``"public"``;
+  about
   60 % of the candidates declare their ``cl100k_base`` token count, as a chunker would;
 * ``labels.relevant_chunk_ids`` are the paragraphs holding a supporting fact; the truth record
   adds the supporting sentences per chunk (``support``) and the question type (``qtype``),
@@ -29,7 +31,8 @@ an evidence budget of about 700 tokens, and ``tight`` a 640-token model with 120
 about 410 tokens. A typical paragraph costs 60-200 tokens, so ``moderate`` fits a handful of
 paragraphs and ``tight`` two or three: a score-sorted fill often loses one hop of the chain.
 
-With ``awkward=True`` the cases of :mod:`bench.traffic` are mixed in per batch (seeded, on
+With ``awkward=True`` the cases of :mod:`ctxbudget.testing.traffic` are mixed in per batch (seeded,
+on
 top of the same originals): syndicated copies of a gold paragraph from other sites, an older
 version of one, overlapping windows of one, a repeated chunk id, and, built from the next
 on-topic paragraphs, a cross-tenant, an unauthorized and an injected passage. They score in
@@ -59,7 +62,18 @@ from typing import Any, Literal
 import numpy as np
 
 from bench.naive import TokenCounter, default_counter, naive_budget
-from bench.traffic import (
+from ctxbudget.schemas import (
+    AnswerContract,
+    Candidate,
+    CandidateBatch,
+    Instructions,
+    Labels,
+    ModelSpec,
+    Principal,
+    Query,
+    Span,
+)
+from ctxbudget.testing.traffic import (
     PRINCIPAL_LABELS,
     REPO_ROOT,
     TENANT,
@@ -78,17 +92,6 @@ from bench.traffic import (
     plan_awkward,
     truth_path_for,
     write_traffic,
-)
-from ctxbudget.schemas import (
-    AnswerContract,
-    Candidate,
-    CandidateBatch,
-    Instructions,
-    Labels,
-    ModelSpec,
-    Principal,
-    Query,
-    Span,
 )
 
 HOTPOT_DIRNAME = "hotpotqa_train100"
@@ -265,7 +268,8 @@ def _original(corpus: HotpotCorpus, row: int, score: float, relevant: bool) -> D
         source_id=SOURCE_ID,
         text=corpus.texts[row],
         retrieval=score,
-        # The helpers of bench.traffic rank targets and band scores on ``rerank``; the wire
+        # The helpers of ctxbudget.testing.traffic rank targets and band scores on ``rerank``; the
+        # wire
         # candidate carries no rerank score, so the retrieval score stands in here.
         rerank=score,
         relevant=relevant,

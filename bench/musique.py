@@ -9,7 +9,7 @@ a chain of evidence hop by hop.
 How a batch is made, as a BM25-only deployment over one Wikipedia index would produce it
 (the same frame as :mod:`bench.hotpot`):
 
-* one :class:`bench.traffic.BM25Index` over every deduplicated paragraph of the corpus
+* one :class:`ctxbudget.testing.traffic.BM25Index` over every deduplicated paragraph of the corpus
   (1,890 here), each indexed as ``title + " " + text``;
 * the candidates of a question are its own 20 paragraphs (2-4 supporting, the rest chosen to
   share the question's words) topped up with the best BM25 hits of the rest of the corpus, up
@@ -32,7 +32,7 @@ paragraph does not spell out contributes no sentence. Sentences are cut by
 Two budget settings: ``moderate`` is a 1,600-token model with 300 reserved for the answer
 (about 1,200 evidence tokens, four or five paragraphs whole), ``tight`` an 800-token model
 with 120 reserved (about 570, three or four paragraphs whole: a 3-4 hop chain fits only as
-excerpts). With ``awkward=True`` the cases of :mod:`bench.traffic` are mixed in as for
+excerpts). With ``awkward=True`` the cases of :mod:`ctxbudget.testing.traffic` are mixed in as for
 HotpotQA.
 
 Output is byte-identical for the same seed. MuSiQue is CC BY 4.0 (Trivedi et al., 2022):
@@ -68,7 +68,16 @@ from bench.hotpot import (
     summarize,
 )
 from bench.naive import TokenCounter, default_counter
-from bench.traffic import (
+from ctxbudget.schemas import (
+    AnswerContract,
+    CandidateBatch,
+    Instructions,
+    Labels,
+    ModelSpec,
+    Principal,
+    Query,
+)
+from ctxbudget.testing.traffic import (
     PRINCIPAL_LABELS,
     REPO_ROOT,
     TENANT,
@@ -87,15 +96,6 @@ from bench.traffic import (
     plan_awkward,
     truth_path_for,
     write_traffic,
-)
-from ctxbudget.schemas import (
-    AnswerContract,
-    CandidateBatch,
-    Instructions,
-    Labels,
-    ModelSpec,
-    Principal,
-    Query,
 )
 from ctxbudget.text import sentences
 

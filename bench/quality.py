@@ -14,7 +14,7 @@ from the naive assembler), compute per query and overall:
 * the fraction of relevant passages admitted. A relevant chunk counts as admitted when it is
   the representative or a merged member of an admitted item (``evidence[].chunk_ids``).
 
-The truth file is what the generator knew (``bench.traffic.BatchTruth``); without it the
+The truth file is what the generator knew (``ctxbudget.testing.traffic.BatchTruth``); without it the
 injected count is unknown and families reduce to repeated chunk ids.
 """
 
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.naive import NaiveResult, naive_assemble
-from bench.traffic import BatchTruth, read_truth, truth_path_for
 from ctxbudget.schemas import Candidate, CandidateBatch, Pack
+from ctxbudget.testing.traffic import BatchTruth, read_truth, truth_path_for
 
 
 @dataclass(frozen=True, slots=True)

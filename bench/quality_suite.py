@@ -49,11 +49,11 @@ from bench.quality import (
     admission_from_pack,
     evaluate,
 )
-from bench.traffic import BatchTruth, GeneratedBatch, TrafficError, from_msmarco
 from ctxbudget.envelope import escape_text, parse
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import CandidateBatch, Pack
+from ctxbudget.testing.traffic import BatchTruth, GeneratedBatch, TrafficError, from_msmarco
 
 
 @dataclass(slots=True)

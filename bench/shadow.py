@@ -19,8 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
+from ctxbudget.testing.traffic import synthetic
 
 REPO = Path(__file__).resolve().parents[1]
 

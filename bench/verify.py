@@ -44,14 +44,6 @@ from typing import Any, Literal
 
 from bench.common import table
 from bench.hotpot import BUDGETS, SYSTEM_PROMPT, from_hotpot
-from bench.traffic import (
-    PRINCIPAL_LABELS,
-    TENANT,
-    BM25Index,
-    chunk_id_for,
-    default_data_dir,
-    doc_id_for,
-)
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import (
@@ -65,6 +57,14 @@ from ctxbudget.schemas import (
     Principal,
     Query,
     Span,
+)
+from ctxbudget.testing.traffic import (
+    PRINCIPAL_LABELS,
+    TENANT,
+    BM25Index,
+    chunk_id_for,
+    default_data_dir,
+    doc_id_for,
 )
 from ctxbudget.verification import (
     Answer,

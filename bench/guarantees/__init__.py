@@ -10,7 +10,8 @@ lost request, a dead worker...), else 0.
 
 Each prints a table of figures and, with ``--json-out F``, writes them as JSON.
 
-``fuzz`` (in process, no broker): generated traffic (``bench.traffic.synthetic`` and, when the
+``fuzz`` (in process, no broker): generated traffic (``ctxbudget.testing.traffic.synthetic`` and,
+when the
 data folder holds it, ``from_msmarco``) with every candidate's ``tenant_id`` and
 ``access_label`` redrawn (the principal's, another one, a look-alike such as ``ACME``,
 ``acme `` or fullwidth, or ``None``), the principal's labels redrawn, and constructed traps

@@ -75,7 +75,7 @@ def may_see(batch: CandidateBatch, cand: Candidate) -> bool:
 
 
 def _sentences(text: str) -> list[str]:
-    from bench.traffic import sentence_spans
+    from ctxbudget.testing.traffic import sentence_spans
 
     return [text[s:e] for s, e in sentence_spans(text)] or [text]
 
@@ -374,7 +374,7 @@ def check_pack(
 
 def fuzz_cases(n: int, seed: int, *, msmarco: bool = True) -> list[FuzzCase]:
     """``n`` synthetic batches (and the MS MARCO batches when present), fuzzed."""
-    from bench.traffic import TrafficError, from_msmarco, synthetic
+    from ctxbudget.testing.traffic import TrafficError, from_msmarco, synthetic
 
     rng = random.Random(f"guarantees-fuzz|{seed}")
     fuzzer = _Fuzzer(rng)

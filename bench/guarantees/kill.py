@@ -189,7 +189,7 @@ class _Record:
 def topic_only_lines(seed: int) -> list[tuple[_Record, PoisonLine]]:
     """Records a file cannot hold: a null value (a tombstone), and good batches without a
     key or with a key that is not UTF-8 (their packs are keyed by the request id)."""
-    from bench.traffic import synthetic
+    from ctxbudget.testing.traffic import synthetic
 
     out: list[tuple[_Record, PoisonLine]] = []
     tomb = PoisonLine("tombstone", b"", "dead", None)
@@ -205,7 +205,7 @@ def topic_only_lines(seed: int) -> list[tuple[_Record, PoisonLine]]:
 
 def _traffic(batches: int, seed: int) -> tuple[list[_Record], dict[str, bytes]]:
     """The good records and the in-process pack of each (what the workers must produce)."""
-    from bench.traffic import synthetic
+    from ctxbudget.testing.traffic import synthetic
 
     pipe = Pipeline.from_store(PolicyStore.load(POLICIES), "default@1")
     records, expected = [], {}
@@ -223,8 +223,8 @@ def _warm_up(
     retried and acknowledged (a leader that refuses the first connection loses no warm-up
     record), and the requests still without a pack are sent again every ``resend_every_s``
     (warm-up packs are never counted, so a copy costs nothing)."""
-    from bench.traffic import synthetic
     from ctxbudget.kafka import io
+    from ctxbudget.testing.traffic import synthetic
 
     t0 = time.monotonic()
     producer = io.client(

@@ -169,7 +169,7 @@ class _PoisonMaker:
     """Builds the hostile lines around generated good batches."""
 
     def __init__(self, seed: int, tag: str) -> None:
-        from bench.traffic import synthetic
+        from ctxbudget.testing.traffic import synthetic
 
         self.rng = random.Random(f"guarantees-poison|{seed}|{tag}")
         self.tag = tag
@@ -427,7 +427,7 @@ class _PoisonMaker:
         return out
 
     def good(self, n: int, seed: int) -> list[PoisonLine]:
-        from bench.traffic import synthetic
+        from ctxbudget.testing.traffic import synthetic
 
         out = []
         for g in synthetic(n, seed=seed):

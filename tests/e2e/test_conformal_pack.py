@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench.traffic import synthetic, write_traffic
 from ctxbudget.conformal import CalibrationError
 from ctxbudget.filters import filter_for
 from ctxbudget.policy import load_policy
+from ctxbudget.testing.traffic import synthetic, write_traffic
 from tests.paths import REPO
 
 pytestmark = pytest.mark.e2e

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from bench.quality_suite import SetResult, run_set, traffic_sets
-from bench.traffic import TrafficError
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
+from ctxbudget.testing.traffic import TrafficError
 
 
 def _run(name: str) -> SetResult:

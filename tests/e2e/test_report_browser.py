@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.traffic import synthetic, write_traffic
+from ctxbudget.testing.traffic import synthetic, write_traffic
 
 pytestmark = pytest.mark.e2e
 

@@ -23,7 +23,6 @@ import orjson
 from kafka import KafkaConsumer, KafkaProducer
 
 from bench.lab import spawn, stop_all
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.kafka import clients
 from ctxbudget.kafka.broker import EmbeddedBroker
@@ -31,6 +30,7 @@ from ctxbudget.kafka.settings import TopicNames, WorkerSettings
 from ctxbudget.kafka.topic_admin import apply_topics
 from ctxbudget.kafka.topics import TopicSpec
 from ctxbudget.signing import generate_key_pair
+from ctxbudget.testing.traffic import synthetic
 from tests.paths import REPO
 
 

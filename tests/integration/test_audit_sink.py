@@ -17,7 +17,6 @@ import duckdb
 import pytest
 from kafka import KafkaProducer
 
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.kafka.broker import EmbeddedBroker
 from ctxbudget.kafka.settings import TopicNames
@@ -26,6 +25,7 @@ from ctxbudget.kafka.topics import TopicSpec
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.rollout import ControlApplied, ControlEvent, ControlState
+from ctxbudget.testing.traffic import synthetic
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]

@@ -13,10 +13,10 @@ import yaml
 from kafka import KafkaAdminClient, KafkaProducer
 
 from bench import hostile
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
+from ctxbudget.testing.traffic import synthetic
 from tests.integration.lab import Lab, collect, produce
 from tests.paths import REPO
 

@@ -12,8 +12,8 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
+from ctxbudget.testing.traffic import synthetic
 from tests.integration.lab import Lab, PrivateBroker, batches, collect, produce
 
 #: Readiness must be false this soon after the broker is lost (seconds).

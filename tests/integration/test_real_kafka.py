@@ -17,11 +17,11 @@ import orjson
 import pytest
 
 from bench.guarantees.kill import run_kill
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.kafka.kafka_cluster import KafkaCluster
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
+from ctxbudget.testing.traffic import synthetic
 from tests.integration.lab import Lab, collect, make_lab, produce
 from tests.integration.worker_checks import (
     check_a_killed_worker_hands_its_partitions_to_its_peer,

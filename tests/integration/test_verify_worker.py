@@ -11,13 +11,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.kafka.topic_admin import apply_topics
 from ctxbudget.kafka.topics import TopicSpec
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Pack
+from ctxbudget.testing.traffic import synthetic
 from ctxbudget.verification import Answer, AnswerVerifier, facts_from_traces
 from tests.integration.lab import Lab
 from tests.paths import REPO

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import orjson
 
-from bench.traffic import synthetic
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
+from ctxbudget.testing.traffic import synthetic
 from tests.integration.lab import Lab, batches, collect, produce
 from tests.paths import REPO
 

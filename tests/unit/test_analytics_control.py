@@ -10,7 +10,6 @@ from pathlib import Path
 import duckdb
 from click.testing import CliRunner
 
-from bench.traffic import synthetic
 from ctxbudget.analytics.records import Position, Rows
 from ctxbudget.analytics.report import build_report
 from ctxbudget.analytics.sink import Progress, Sink
@@ -20,6 +19,7 @@ from ctxbudget.cli import main
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.rollout import ControlApplied, ControlEvent, ControlState
+from ctxbudget.testing.traffic import synthetic
 
 
 def _control_lines() -> list[bytes]:

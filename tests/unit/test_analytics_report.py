@@ -13,7 +13,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from bench.traffic import synthetic
 from ctxbudget.analytics import views
 from ctxbudget.analytics.explain import explain
 from ctxbudget.analytics.report import build_report
@@ -24,6 +23,7 @@ from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import CandidateBatch, Coverage, Labels, Pack
 from ctxbudget.testing import batch, candidate
+from ctxbudget.testing.traffic import synthetic
 
 COVERAGE = Coverage(alpha=0.2, threshold=0.1, n_calibration=100, guaranteed=True)
 

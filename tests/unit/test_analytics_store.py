@@ -9,7 +9,6 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from bench.traffic import synthetic
 from ctxbudget.analytics.records import Position, Rows
 from ctxbudget.analytics.sink import Progress, Sink
 from ctxbudget.analytics.store import AuditDbError, AuditStore
@@ -18,6 +17,7 @@ from ctxbudget.analytics.views import VIEWS
 from ctxbudget.cli import main
 from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
+from ctxbudget.testing.traffic import synthetic
 from tests.paths import REPO
 
 

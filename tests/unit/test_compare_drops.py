@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench.traffic import synthetic
 from ctxbudget.compare import compare, drops_per_pack, render
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Pack
+from ctxbudget.testing.traffic import synthetic
 
 
 def _packs(pipeline: Pipeline, n: int, dropped: dict[str, int], lane: str) -> list[Pack]:

@@ -10,7 +10,8 @@ import pytest
 
 from bench import hotpot
 from bench.naive import default_counter, naive_budget
-from bench.traffic import (
+from ctxbudget.schemas import CandidateBatch
+from ctxbudget.testing.traffic import (
     KINDS,
     TENANT,
     BatchTruth,
@@ -21,7 +22,6 @@ from bench.traffic import (
     doc_id_for,
     read_truth,
 )
-from ctxbudget.schemas import CandidateBatch
 
 SETTINGS = [(b, a) for b in ("moderate", "tight") for a in (False, True)]
 EVIDENCE_BUDGET = {"moderate": (650, 760), "tight": (370, 450)}

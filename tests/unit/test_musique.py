@@ -8,7 +8,7 @@ import pytest
 
 from bench import musique
 from bench.quality_suite import in_half
-from bench.traffic import GeneratedBatch, TrafficError, default_data_dir
+from ctxbudget.testing.traffic import GeneratedBatch, TrafficError, default_data_dir
 
 
 def _folder() -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import quality, traffic
+from bench import quality
 from bench.naive import (
     DEFAULT_ANSWER_RESERVE,
     SAFETY_MARGIN,
@@ -20,7 +20,6 @@ from bench.naive import (
     naive_assemble,
     naive_budget,
 )
-from bench.traffic import KINDS, AwkwardRates, BatchTruth, GeneratedBatch
 from ctxbudget.schemas import (
     AnswerContract,
     BudgetLedger,
@@ -36,6 +35,8 @@ from ctxbudget.schemas import (
     Query,
     Turn,
 )
+from ctxbudget.testing import traffic
+from ctxbudget.testing.traffic import KINDS, AwkwardRates, BatchTruth, GeneratedBatch
 
 CHUNK_ID = re.compile(r"^ch-[0-9a-f]{12}$")
 INJECTION_MARKERS = ("Ignore previous", "system:", "tool_call", "\u200b", "</evidence>", "###")

@@ -1,7 +1,10 @@
-"""Factories for tests and examples: a Candidate and a CandidateBatch with sensible defaults.
+"""Test support: factories for a Candidate and a CandidateBatch with sensible defaults, and
+(:mod:`ctxbudget.testing.traffic`) the generated and data-set traffic with its truth.
 
-Shipped with the package so that tests of any layer (and users' own tests of policies) build
-batches the same way, without importing the benchmarks or a test module.
+Shipped with the package so that tests of any layer, the benchmarks and users' own tests of
+policies build batches the same way, without importing the benchmarks or a test module. Not
+part of the packing core: the traffic generators may read ``CTXBUDGET_DATA_DIR`` and the
+data folder beside the checkout.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
 from bench.naive import TokenCounter
-from bench.traffic.base import (
+from ctxbudget.schemas import Candidate, Span
+from ctxbudget.testing.traffic.base import (
     FORBIDDEN_LABELS,
     OTHER_TENANT,
     PRINCIPAL_LABELS,
@@ -17,9 +18,14 @@ from bench.traffic.base import (
     AwkwardRates,
     Kind,
 )
-from bench.traffic.edits import _NUMBER, inject, sentence_spans, stale_text, syndicate
-from bench.traffic.ids import _random_date, authority_for, chunk_id_for, doc_id_for, source_for
-from ctxbudget.schemas import Candidate, Span
+from ctxbudget.testing.traffic.edits import _NUMBER, inject, sentence_spans, stale_text, syndicate
+from ctxbudget.testing.traffic.ids import (
+    _random_date,
+    authority_for,
+    chunk_id_for,
+    doc_id_for,
+    source_for,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The command line: ``python -m bench.traffic msmarco|synthetic --out FILE``."""
+"""The command line: ``python -m ctxbudget.testing.traffic msmarco|synthetic --out FILE``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.traffic.base import REPO_ROOT, TrafficError
-from bench.traffic.dataset_free import synthetic
-from bench.traffic.msmarco import from_msmarco
-from bench.traffic.truth import truth_path_for, write_traffic
+from ctxbudget.testing.traffic.base import REPO_ROOT, TrafficError
+from ctxbudget.testing.traffic.dataset_free import synthetic
+from ctxbudget.testing.traffic.msmarco import from_msmarco
+from ctxbudget.testing.traffic.truth import truth_path_for, write_traffic
 
 
 def _inside_repo(path: Path) -> bool:
@@ -20,7 +20,8 @@ def _inside_repo(path: Path) -> bool:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.traffic", description="Generate CandidateBatch v1 JSONL traffic."
+        prog="python -m ctxbudget.testing.traffic",
+        description="Generate CandidateBatch v1 JSONL traffic.",
     )
     sub = parser.add_subparsers(dest="source", required=True)
     ms = sub.add_parser("msmarco", help="traffic from the MS MARCO TREC-DL19 subset")

@@ -8,9 +8,6 @@ import random
 from collections.abc import Callable, Sequence
 
 from bench.naive import DEFAULT_ANSWER_RESERVE, SAFETY_MARGIN, SEPARATOR_TOKENS, TokenCounter
-from bench.traffic.assemble import Draft, _candidate, _Context
-from bench.traffic.base import PRINCIPAL_LABELS, TENANT, AwkwardRates
-from bench.traffic.truth import BatchTruth, GeneratedBatch
 from ctxbudget.schemas import (
     AnswerContract,
     CandidateBatch,
@@ -21,6 +18,9 @@ from ctxbudget.schemas import (
     Query,
     Turn,
 )
+from ctxbudget.testing.traffic.assemble import Draft, _candidate, _Context
+from ctxbudget.testing.traffic.base import PRINCIPAL_LABELS, TENANT, AwkwardRates
+from ctxbudget.testing.traffic.truth import BatchTruth, GeneratedBatch
 
 INPUT_LIMITS: tuple[int, ...] = (4096, 8192, 16384, 32768)
 

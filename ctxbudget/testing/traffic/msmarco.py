@@ -12,13 +12,18 @@ from pathlib import Path
 import numpy as np
 
 from bench.naive import TokenCounter, default_counter
-from bench.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
-from bench.traffic.base import MSMARCO_EVIDENCE_FRACTION, REPO_ROOT, AwkwardRates, TrafficError
-from bench.traffic.bm25 import BM25Index, coverage
-from bench.traffic.frame import _check_range, _finish, _originals_cost
-from bench.traffic.ids import _random_date, chunk_id_for, doc_id_for, source_for
-from bench.traffic.truth import GeneratedBatch
 from ctxbudget.schemas import Turn
+from ctxbudget.testing.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
+from ctxbudget.testing.traffic.base import (
+    MSMARCO_EVIDENCE_FRACTION,
+    REPO_ROOT,
+    AwkwardRates,
+    TrafficError,
+)
+from ctxbudget.testing.traffic.bm25 import BM25Index, coverage
+from ctxbudget.testing.traffic.frame import _check_range, _finish, _originals_cost
+from ctxbudget.testing.traffic.ids import _random_date, chunk_id_for, doc_id_for, source_for
+from ctxbudget.testing.traffic.truth import GeneratedBatch
 
 MSMARCO_DIRNAME = "msmarco_trecdl19_beir_subset"
 MIN_ORIGINALS = 6

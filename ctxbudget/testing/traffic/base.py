@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 #: The repository root: dataset-derived traffic is never written inside it.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 TENANT = "acme"
 OTHER_TENANT = "globex"
 PRINCIPAL_LABELS: tuple[str, ...] = ("public", "internal")

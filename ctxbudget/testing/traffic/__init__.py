@@ -27,28 +27,31 @@ Dataset-derived output is never written inside the repository (research licences
 
 The package, one module per part:
 
-* :mod:`~bench.traffic.base`: tenants, access labels, kinds, the error, the awkward rates;
-* :mod:`~bench.traffic.truth`: truth records, the writer and reader of traffic files;
-* :mod:`~bench.traffic.ids`: opaque ids, fake sources, authorities, dates;
-* :mod:`~bench.traffic.bm25`: BM25 and query-term coverage;
-* :mod:`~bench.traffic.edits`: syndicated copies, stale versions, injections;
-* :mod:`~bench.traffic.assemble`: drafts, the plan of awkward cases, the wire candidates;
-* :mod:`~bench.traffic.frame`: the prompt frame and the evidence budget;
-* :mod:`~bench.traffic.msmarco` and :mod:`~bench.traffic.dataset_free`: the two generators;
-* :mod:`~bench.traffic.cli`: ``python -m bench.traffic``.
+* :mod:`~ctxbudget.testing.traffic.base`: tenants, access labels, kinds, the error, the awkward
+  rates;
+* :mod:`~ctxbudget.testing.traffic.truth`: truth records, the writer and reader of traffic files;
+* :mod:`~ctxbudget.testing.traffic.ids`: opaque ids, fake sources, authorities, dates;
+* :mod:`~ctxbudget.testing.traffic.bm25`: BM25 and query-term coverage;
+* :mod:`~ctxbudget.testing.traffic.edits`: syndicated copies, stale versions, injections;
+* :mod:`~ctxbudget.testing.traffic.assemble`: drafts, the plan of awkward cases, the wire
+  candidates;
+* :mod:`~ctxbudget.testing.traffic.frame`: the prompt frame and the evidence budget;
+* :mod:`~ctxbudget.testing.traffic.msmarco` and :mod:`~ctxbudget.testing.traffic.dataset_free`: the
+  two generators;
+* :mod:`~ctxbudget.testing.traffic.cli`: ``python -m ctxbudget.testing.traffic``.
 
-Every name is importable from ``bench.traffic`` itself.
+Every name is importable from ``ctxbudget.testing.traffic`` itself.
 """
 
 from __future__ import annotations
 
-from bench.traffic.assemble import (
+from ctxbudget.testing.traffic.assemble import (
     Draft,
     _Context,
     add_awkward,
     plan_awkward,
 )
-from bench.traffic.base import (
+from ctxbudget.testing.traffic.base import (
     FORBIDDEN_LABELS,
     KINDS,
     MSMARCO_EVIDENCE_FRACTION,
@@ -61,36 +64,36 @@ from bench.traffic.base import (
     Kind,
     TrafficError,
 )
-from bench.traffic.bm25 import (
+from ctxbudget.testing.traffic.bm25 import (
     BM25Index,
     bm25_terms,
     coverage,
 )
-from bench.traffic.cli import (
+from ctxbudget.testing.traffic.cli import (
     _inside_repo,
     main,
 )
-from bench.traffic.dataset_free import (
+from ctxbudget.testing.traffic.dataset_free import (
     N_FACT_TEMPLATES,
     synthetic,
 )
-from bench.traffic.edits import (
+from ctxbudget.testing.traffic.edits import (
     inject,
     sentence_spans,
     stale_text,
     syndicate,
 )
-from bench.traffic.frame import (
+from ctxbudget.testing.traffic.frame import (
     INPUT_LIMITS,
     TurnSource,
 )
-from bench.traffic.ids import (
+from ctxbudget.testing.traffic.ids import (
     authority_for,
     chunk_id_for,
     doc_id_for,
     source_for,
 )
-from bench.traffic.msmarco import (
+from ctxbudget.testing.traffic.msmarco import (
     MIN_ORIGINALS,
     MSMARCO_DIRNAME,
     MsMarco,
@@ -99,7 +102,7 @@ from bench.traffic.msmarco import (
     msmarco_dir,
     repair_mojibake,
 )
-from bench.traffic.truth import (
+from ctxbudget.testing.traffic.truth import (
     BatchTruth,
     GeneratedBatch,
     read_truth,

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.naive import TokenCounter, default_counter
-from bench.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
-from bench.traffic.base import SYNTHETIC_EVIDENCE_FRACTION, AwkwardRates
-from bench.traffic.frame import _check_range, _finish, _originals_cost
-from bench.traffic.ids import _random_date, chunk_id_for, doc_id_for, source_for
-from bench.traffic.truth import GeneratedBatch
 from ctxbudget.schemas import Turn
+from ctxbudget.testing.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
+from ctxbudget.testing.traffic.base import SYNTHETIC_EVIDENCE_FRACTION, AwkwardRates
+from ctxbudget.testing.traffic.frame import _check_range, _finish, _originals_cost
+from ctxbudget.testing.traffic.ids import _random_date, chunk_id_for, doc_id_for, source_for
+from ctxbudget.testing.traffic.truth import GeneratedBatch
 
 _PRODUCTS = (
     "Orion",
