@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ctxbudget.native import NATIVE
 from ctxbudget.schemas import EvidenceSpan, Piece
 from ctxbudget.text import (
     NOT_TERMS,
@@ -193,6 +194,11 @@ def analyse(
     calls, and ``bounds`` is ``sentences(text)`` when the caller has it."""
     if bounds is None:
         bounds = sentences(text)
+    if _ANALYSER is not None and text.isascii():
+        stems_of_each, protected_each, padded_each = _ANALYSER.analyse(text, bounds)
+        return SentenceAnalysis(
+            bounds=tuple(bounds), stems=stems_of_each, protected=protected_each, padded=padded_each
+        )
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
     if flat is not None:
         return _analyse_ascii(
@@ -210,6 +216,14 @@ def analyse(
     return SentenceAnalysis(
         bounds=tuple(bounds), stems=tuple(stems), protected=tuple(protected), padded=tuple(padded)
     )
+
+
+#: The compiled :func:`_analyse_ascii` (:mod:`ctxbudget.native`), or None.
+_ANALYSER = (
+    NATIVE.SentenceAnalyser(sorted(NOT_TERMS), sorted(_PROTECTED_WORDS), list(_CONTRACTIONS))
+    if NATIVE is not None
+    else None
+)
 
 
 def _analyse_ascii(

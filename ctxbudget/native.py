@@ -1,9 +1,10 @@
 """The optional compiled hot path: the ``ctxbudget_native`` extension (``native/``, Rust).
 
-It computes a few leaf functions of :mod:`ctxbudget.text` on ASCII text (sentence bounds,
-proper names, the shingle fold) exactly as the pure-Python code does; that code stays the
-reference and runs whenever the extension is absent, is of another interface version, or is
-switched off with ``CTXBUDGET_NATIVE=0``. Either way the packs and traces are the same bytes
+It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
+sentence bounds, proper names and the shingle fold of :mod:`ctxbudget.text`, and the
+sentence analysis of :mod:`ctxbudget.extractive`. That code stays the reference and runs
+whenever the extension is absent, is of another interface version, or is switched off with
+``CTXBUDGET_NATIVE=0``. Either way the packs and traces are the same bytes
 (``tests/e2e/test_native_fidelity.py`` packs every test set both ways). A missing or
 unusable extension is logged once, as a warning, when this module is first imported.
 
@@ -22,7 +23,7 @@ from typing import Protocol, cast
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 1
+API_VERSION = 2
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")
@@ -36,6 +37,12 @@ class NameFinder(Protocol):
     def names(self, text: str) -> frozenset[str]: ...
 
 
+class SentenceAnalyser(Protocol):
+    def analyse(
+        self, text: str, bounds: Sequence[tuple[int, int]]
+    ) -> tuple[tuple[frozenset[str], ...], tuple[bool, ...], tuple[str, ...]]: ...
+
+
 class NativeModule(Protocol):
     """What :mod:`ctxbudget.text` uses of the extension (ASCII input only)."""
 
@@ -44,6 +51,10 @@ class NativeModule(Protocol):
     def fold_windows(self, token_lists: Sequence[Sequence[str]], size: int) -> bytes: ...
 
     def SentenceSplitter(self, abbreviations: list[str]) -> SentenceSplitter: ...
+
+    def SentenceAnalyser(
+        self, not_terms: list[str], protected_words: list[str], contractions: list[str]
+    ) -> SentenceAnalyser: ...
 
     def NameFinder(self, stopwords: list[str], min_chars: int, scan_chars: int) -> NameFinder: ...
 

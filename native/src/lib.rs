@@ -8,7 +8,7 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
 use std::collections::HashSet;
 
 /// `str.isspace()` (and the regex `\s`) on an ASCII byte.
@@ -346,12 +346,146 @@ impl NameFinder {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Sentence analysis: `extractive._analyse_ascii`.
+
+/// The suffixes `extractive.stem` strips, in its order.
+const SUFFIXES: [&[u8]; 7] = [b"ings", b"ing", b"ers", b"er", b"ed", b"es", b"s"];
+/// The months `extractive._PROTECTED_PHRASES` reads (a word opening with one, then letters).
+const MONTHS: [&[u8]; 12] = [
+    b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov",
+    b"dec",
+];
+/// The two-word phrases of `extractive._PROTECTED_PHRASES`.
+const PHRASES: [(&[u8], &[u8]); 6] = [
+    (b"only", b"if"),
+    (b"provided", b"that"),
+    (b"at", b"least"),
+    (b"at", b"most"),
+    (b"less", b"than"),
+    (b"more", b"than"),
+];
+
+/// `extractive.stem` of an ASCII word.
+fn stem(word: &[u8]) -> &[u8] {
+    for suffix in SUFFIXES {
+        if word.ends_with(suffix) && word.len() - suffix.len() >= 4 {
+            return &word[..word.len() - suffix.len()];
+        }
+    }
+    word
+}
+
+fn is_month_word(word: &[u8]) -> bool {
+    word.len() >= 3
+        && MONTHS.contains(&&word[..3])
+        && word[3..].iter().all(u8::is_ascii_lowercase)
+}
+
+/// `extractive._analyse_ascii` with the words of `text.NOT_TERMS`,
+/// `extractive._PROTECTED_WORDS` and `extractive._CONTRACTIONS`.
+#[pyclass(frozen)]
+struct SentenceAnalyser {
+    not_terms: HashSet<Vec<u8>>,
+    protected_words: HashSet<Vec<u8>>,
+    contractions: Vec<Vec<u8>>,
+}
+
+#[pymethods]
+impl SentenceAnalyser {
+    #[new]
+    fn new(not_terms: Vec<String>, protected_words: Vec<String>, contractions: Vec<String>) -> Self {
+        SentenceAnalyser {
+            not_terms: not_terms.into_iter().map(String::into_bytes).collect(),
+            protected_words: protected_words.into_iter().map(String::into_bytes).collect(),
+            contractions: contractions.into_iter().map(String::into_bytes).collect(),
+        }
+    }
+
+    /// Per sentence of `bounds`: its stemmed terms (frozensets), whether it holds a
+    /// protected fact, and its words space-padded; three tuples.
+    fn analyse<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        bounds: Vec<(usize, usize)>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let t = ascii_str(text)?;
+        let percent = t.contains(&b'%');
+        let quote = t.contains(&b'\'');
+        let mut stems = Vec::with_capacity(bounds.len());
+        let mut protected = Vec::with_capacity(bounds.len());
+        let mut padded = Vec::with_capacity(bounds.len());
+        for (s, e) in bounds {
+            if s > e || e > t.len() {
+                return Err(PyValueError::new_err("a sentence bound outside the text"));
+            }
+            let sentence = &t[s..e];
+            let ws = ascii_words(sentence);
+            let mut joined = Vec::with_capacity(sentence.len() + 2);
+            joined.push(b' ');
+            for w in &ws {
+                joined.extend_from_slice(w);
+                joined.push(b' ');
+            }
+            if ws.is_empty() {
+                joined.push(b' ');
+            }
+            let terms: HashSet<&[u8]> = ws
+                .iter()
+                .filter(|w| !self.not_terms.contains(*w))
+                .map(|w| stem(w))
+                .collect();
+            let terms: Vec<Bound<'py, PyString>> = terms
+                .into_iter()
+                .map(|w| PyString::new(py, std::str::from_utf8(w).unwrap_or_default()))
+                .collect();
+            stems.push(PyFrozenSet::new(py, &terms)?);
+            protected.push(self.protected(sentence, &ws, percent, quote));
+            padded.push(PyString::new(py, std::str::from_utf8(&joined).unwrap_or_default()));
+        }
+        let protected: Vec<Bound<'py, PyBool>> =
+            protected.into_iter().map(|b| PyBool::new(py, b).to_owned()).collect();
+        PyTuple::new(
+            py,
+            [
+                PyTuple::new(py, stems)?.into_any(),
+                PyTuple::new(py, protected)?.into_any(),
+                PyTuple::new(py, padded)?.into_any(),
+            ],
+        )
+    }
+}
+
+impl SentenceAnalyser {
+    fn protected(&self, sentence: &[u8], ws: &[Vec<u8>], percent: bool, quote: bool) -> bool {
+        let digit = ws.iter().any(|w| w.iter().any(u8::is_ascii_digit));
+        if digit
+            || (percent && sentence.contains(&b'%'))
+            || ws.iter().any(|w| self.protected_words.contains(w))
+            || ws.iter().any(|w| is_month_word(w))
+            || ws.windows(2).any(|p| PHRASES.contains(&(p[0].as_slice(), p[1].as_slice())))
+        {
+            return true;
+        }
+        if quote && sentence.contains(&b'\'') {
+            let low = sentence.to_ascii_lowercase();
+            return self
+                .contractions
+                .iter()
+                .any(|c| c.is_empty() || low.windows(c.len()).any(|w| w == c.as_slice()));
+        }
+        false
+    }
+}
+
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 1)?;
+    m.add("API_VERSION", 2)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
     m.add_class::<SentenceSplitter>()?;
     m.add_class::<NameFinder>()?;
+    m.add_class::<SentenceAnalyser>()?;
     Ok(())
 }

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import text
+from ctxbudget import extractive, text
 from ctxbudget.native import NATIVE, NativeModule
 from ctxbudget.text import ShingleCache, words
 
@@ -143,3 +143,55 @@ def test_the_loaded_extension_has_this_interface_version() -> None:
     """The extension in use speaks the interface version the loader asks for."""
     module = importlib.import_module("ctxbudget_native")
     assert module.API_VERSION == importlib.import_module("ctxbudget.native").API_VERSION
+
+
+_SENTENCE_WORDS = st.sampled_from(
+    [
+        "not",
+        "only",
+        "if",
+        "at",
+        "least",
+        "most",
+        "more",
+        "than",
+        "March",
+        "mayor",
+        "mar1",
+        "Decembers",
+        "directors",
+        "writes",
+        "founded",
+        "rings",
+        "kg",
+        "the",
+        "a",
+        "B",
+        "42",
+        "x9",
+        "50%",
+        "can't",
+        "DON'T",
+        "isn't",
+        "it's",
+        "o'clock",
+        ".",
+        ", ",
+        " ",
+        "\n",
+        "!",
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_SENTENCE_WORDS, max_size=40).map(" ".join) | _ASCII)
+@example("Not before 5 March. The directors met at least twice; it isn't 50% off.")
+def test_sentence_analysis_matches_the_reference(sample: str) -> None:
+    """The compiled analysis of ASCII text gives the reference's stems, facts and words."""
+    bounds = text.sentences(sample)
+    flat = text.word_skeleton(sample)
+    assert flat is not None
+    assert extractive.analyse(sample, bounds=bounds) == extractive._analyse_ascii(
+        sample, bounds, flat, extractive.stem
+    )
