@@ -32,7 +32,6 @@ import orjson
 
 from bench.common import Summary, Traffic, table
 from ctxbudget.codec import decode, decode_batch, encode, encode_compact
-from ctxbudget.native import native_path
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import ConsolidatedBatch, PackedBatch, RoutedBatch
@@ -40,6 +39,15 @@ from ctxbudget.tokens import TokenizerRegistry
 
 FUSED_PARTS = ("decode", "route", "consolidate", "select", "compress", "encode", "traces")
 HOP_PARTS = ("hop_routed", "hop_consolidated", "hop_packed")
+
+
+def native_path() -> str:
+    """The path this process packs on (``python`` for a ctxbudget without the switch)."""
+    try:
+        from ctxbudget.native import native_path as path
+    except ImportError:  # a release before the compiled path: measured as it was
+        return "python"
+    return path()
 
 
 def clear_memos() -> None:
