@@ -230,7 +230,9 @@ def _analyse_ascii(
     text: str, bounds: list[tuple[int, int]], flat: str, stem_of: Callable[[str], str]
 ) -> SentenceAnalysis:
     """:func:`analyse` of ASCII ``text``, whose :func:`word_skeleton` is ``flat``, with
-    ``stem_of`` giving each term's :func:`stem`.
+    ``stem_of`` giving each term's :func:`stem`. The reference of the compiled analysis: a
+    change here, to :func:`stem` or to the protected words, phrases and contractions needs
+    the same change in ``native/src/lib.rs`` (``tests/property/test_native_paths.py``).
 
     On ASCII text a sentence's words are letters and digits only, so it holds a digit
     exactly when its words joined are not all letters; the only sign that can occur is "%"

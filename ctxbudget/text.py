@@ -651,7 +651,9 @@ def sentences(text: str) -> list[tuple[int, int]]:
 
 
 def sentences_reference(text: str) -> list[tuple[int, int]]:
-    """:func:`sentences` in pure Python (the reference the compiled path must match)."""
+    """:func:`sentences` in pure Python: the reference. A change here (or to the patterns
+    and abbreviations it reads) needs the same change in ``native/src/lib.rs``;
+    ``tests/property/test_native_paths.py`` compares the two."""
     out: list[tuple[int, int]] = []
     start = 0
     for m in _SENTENCE_END.finditer(text):
@@ -714,8 +716,9 @@ def name_phrases(text: str) -> frozenset[str]:
 
 
 def name_phrases_reference(text: str) -> frozenset[str]:
-    """:func:`name_phrases` in pure Python, not memoised (the reference the compiled path
-    must match)."""
+    """:func:`name_phrases` in pure Python, not memoised: the reference. A change here (or
+    to the patterns it reads) needs the same change in ``native/src/lib.rs``;
+    ``tests/property/test_native_paths.py`` compares the two."""
     out: set[str] = set()
     head = text[:NAME_SCAN_CHARS]
     ascii_text = head.isascii()
