@@ -1,6 +1,7 @@
 """``python -m bench`` (``./dev bench``): the performance benchmarks, one command each.
 
     python -m bench inproc   [--file F] [--n 1000] [--repeats 5] [--json-out F]
+    python -m bench process  --file F [--file G] [--rounds 5] [--json-out F]
     python -m bench scaling  [--sizes 10,30,100,300] [--lengths 0.5,1,2,4] [--json-out F]
     python -m bench profile  [--file F] [--top 25] [--out hot.prof]
     python -m bench kafka    [--topology split,fused] [--rate 100] [--duration 30] [--json-out F]
@@ -59,6 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     _traffic_args(p)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--no-naive", action="store_true")
+    p.add_argument(
+        "--clock", choices=("cpu", "wall"), default="cpu", help="thread CPU time or wall time"
+    )
+    p.add_argument("--json-out")
+
+    p = sub.add_parser("process", help="whole processes: ctxbudget pack, naive, floor")
+    p.add_argument("--file", type=Path, action="append", required=True, help="JSONL (repeatable)")
+    p.add_argument("--rounds", type=int, default=5, help="alternating rounds")
     p.add_argument("--json-out")
 
     p = sub.add_parser("scaling", help="cost against candidates per batch and their length")
@@ -193,7 +202,11 @@ def _inproc(args: Any, report: dict[str, Any]) -> None:
     runs = []
     for traffic in default_traffic(args):
         result = inproc.run(
-            traffic, repeats=args.repeats, policy=args.policy, naive=not args.no_naive
+            traffic,
+            repeats=args.repeats,
+            policy=args.policy,
+            naive=not args.no_naive,
+            clock_name=getattr(args, "clock", "cpu"),
         )
         print(inproc.render(result), end="\n\n", flush=True)
         runs.append(result)
@@ -281,7 +294,7 @@ COMMANDS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
     "peers": _peers,
     "hostile": _hostile,
     "soak": _soak,
-    **{name: _module_run(name) for name in ("verify", "scaling", "profile", "kafka")},
+    **{name: _module_run(name) for name in ("verify", "scaling", "profile", "kafka", "process")},
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ctxbudget.native import NATIVE
 from ctxbudget.schemas import EvidenceSpan, Piece
 from ctxbudget.text import (
     NOT_TERMS,
@@ -193,6 +194,11 @@ def analyse(
     calls, and ``bounds`` is ``sentences(text)`` when the caller has it."""
     if bounds is None:
         bounds = sentences(text)
+    if _ANALYSER is not None and text.isascii():
+        stems_of_each, protected_each, padded_each = _ANALYSER.analyse(text, bounds)
+        return SentenceAnalysis(
+            bounds=tuple(bounds), stems=stems_of_each, protected=protected_each, padded=padded_each
+        )
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
     if flat is not None:
         return _analyse_ascii(
@@ -212,11 +218,21 @@ def analyse(
     )
 
 
+#: The compiled :func:`_analyse_ascii` (:mod:`ctxbudget.native`), or None.
+_ANALYSER = (
+    NATIVE.SentenceAnalyser(sorted(NOT_TERMS), sorted(_PROTECTED_WORDS), list(_CONTRACTIONS))
+    if NATIVE is not None
+    else None
+)
+
+
 def _analyse_ascii(
     text: str, bounds: list[tuple[int, int]], flat: str, stem_of: Callable[[str], str]
 ) -> SentenceAnalysis:
     """:func:`analyse` of ASCII ``text``, whose :func:`word_skeleton` is ``flat``, with
-    ``stem_of`` giving each term's :func:`stem`.
+    ``stem_of`` giving each term's :func:`stem`. The reference of the compiled analysis: a
+    change here, to :func:`stem` or to the protected words, phrases and contractions needs
+    the same change in ``native/src/lib.rs`` (``tests/property/test_native_paths.py``).
 
     On ASCII text a sentence's words are letters and digits only, so it holds a digit
     exactly when its words joined are not all letters; the only sign that can occur is "%"

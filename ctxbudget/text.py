@@ -14,6 +14,8 @@ from itertools import chain, islice
 
 import numpy as np
 
+from ctxbudget.native import NATIVE
+
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 STOPWORDS = frozenset(
@@ -296,9 +298,12 @@ def _fold_many(
     One fold over all the words: the windows that straddle two texts are computed and never
     used in a set. Needs ``sum(lens) >= size``.
     """
-    flat = chain.from_iterable(token_lists)
-    ids = np.fromiter(map(cache.word_ids.__getitem__, flat), dtype=np.uint64, count=sum(lens))
-    folded = _fold(ids, size)
+    if NATIVE is not None and all(type(t) is list for t in token_lists):
+        folded = np.frombuffer(NATIVE.fold_windows(token_lists, size), dtype=np.uint64)
+    else:
+        flat = chain.from_iterable(token_lists)
+        ids = np.fromiter(map(cache.word_ids.__getitem__, flat), dtype=np.uint64, count=sum(lens))
+        folded = _fold(ids, size)
     values = folded.tolist()
     sets: list[frozenset[int]] = []
     at = 0
@@ -640,6 +645,15 @@ def sentences(text: str) -> list[tuple[int, int]]:
     A period after an initial ("Florence M. Sterling") or a common abbreviation ("c.",
     "St.", "U.S.") does not end a sentence; a line break always does.
     """
+    if _SPLITTER is not None and text.isascii():
+        return _SPLITTER.split(text)
+    return sentences_reference(text)
+
+
+def sentences_reference(text: str) -> list[tuple[int, int]]:
+    """:func:`sentences` in pure Python: the reference. A change here (or to the patterns
+    and abbreviations it reads) needs the same change in ``native/src/lib.rs``;
+    ``tests/property/test_native_paths.py`` compares the two."""
     out: list[tuple[int, int]] = []
     start = 0
     for m in _SENTENCE_END.finditer(text):
@@ -652,6 +666,9 @@ def sentences(text: str) -> list[tuple[int, int]]:
         start = m.end()
     _append_trimmed(text, start, len(text), out)
     return out
+
+
+_SPLITTER = NATIVE.SentenceSplitter(sorted(_ABBREVIATIONS)) if NATIVE is not None else None
 
 
 def _append_trimmed(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
@@ -693,6 +710,15 @@ def name_phrases(text: str) -> frozenset[str]:
     dropped). A run that opens a sentence also gives the run without its first word ("After
     Hall" gives "hall"), and a one-word name of fewer than :data:`NAME_MIN_CHARS` letters,
     one that opens a sentence, or a stopword, is left out. Pure; memoised per text."""
+    if _NAMES is not None and text.isascii():
+        return _NAMES.names(text)
+    return name_phrases_reference(text)
+
+
+def name_phrases_reference(text: str) -> frozenset[str]:
+    """:func:`name_phrases` in pure Python, not memoised: the reference. A change here (or
+    to the patterns it reads) needs the same change in ``native/src/lib.rs``;
+    ``tests/property/test_native_paths.py`` compares the two."""
     out: set[str] = set()
     head = text[:NAME_SCAN_CHARS]
     ascii_text = head.isascii()
@@ -725,6 +751,13 @@ def _add_name(toks: Sequence[str], out: set[str], *, opens: bool) -> None:
         out.add(word)
     elif hi > lo:
         out.add(" ".join(toks[lo:hi]))
+
+
+_NAMES = (
+    NATIVE.NameFinder(sorted(STOPWORDS), NAME_MIN_CHARS, NAME_SCAN_CHARS)
+    if NATIVE is not None
+    else None
+)
 
 
 def fold_accents(text: str) -> str:

@@ -1,0 +1,96 @@
+"""The optional compiled hot path: the ``ctxbudget_native`` extension (``native/``, Rust).
+
+It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
+sentence bounds, proper names and the shingle fold of :mod:`ctxbudget.text`, and the
+sentence analysis of :mod:`ctxbudget.extractive`. That code stays the reference and runs
+whenever the extension is absent, is of another interface version, or is switched off with
+``CTXBUDGET_NATIVE=0``. Either way the packs and traces are the same bytes
+(``tests/e2e/test_native_fidelity.py`` packs every test set both ways). A missing or
+unusable extension is logged once, as a warning, when this module is first imported.
+
+The switch is read once, at import, like ``CTXBUDGET_BLAS_THREADS`` (:mod:`ctxbudget.blas`):
+a process runs one path from start to end.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+#: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
+NATIVE_ENV = "CTXBUDGET_NATIVE"
+#: The interface version this code expects of the extension (its ``API_VERSION``).
+API_VERSION = 2
+MODULE = "ctxbudget_native"
+
+_log = logging.getLogger("ctxbudget.native")
+
+
+class SentenceSplitter(Protocol):
+    def split(self, text: str) -> list[tuple[int, int]]: ...
+
+
+class NameFinder(Protocol):
+    def names(self, text: str) -> frozenset[str]: ...
+
+
+class SentenceAnalyser(Protocol):
+    def analyse(
+        self, text: str, bounds: Sequence[tuple[int, int]]
+    ) -> tuple[tuple[frozenset[str], ...], tuple[bool, ...], tuple[str, ...]]: ...
+
+
+class NativeModule(Protocol):
+    """What :mod:`ctxbudget.text` uses of the extension (ASCII input only)."""
+
+    API_VERSION: int
+
+    def fold_windows(self, token_lists: Sequence[Sequence[str]], size: int) -> bytes: ...
+
+    def SentenceSplitter(self, abbreviations: list[str]) -> SentenceSplitter: ...
+
+    def SentenceAnalyser(
+        self, not_terms: list[str], protected_words: list[str], contractions: list[str]
+    ) -> SentenceAnalyser: ...
+
+    def NameFinder(self, stopwords: list[str], min_chars: int, scan_chars: int) -> NameFinder: ...
+
+
+def _load() -> tuple[NativeModule | None, str]:
+    """The extension and why, or None and why not."""
+    if os.environ.get(NATIVE_ENV, "").strip() == "0":
+        return None, f"{NATIVE_ENV}=0"
+    try:
+        module = cast(NativeModule, importlib.import_module(MODULE))
+    except ImportError as e:
+        _log.warning(
+            "ctxbudget: the compiled hot path (%s) is not installed (%s); packing runs on the "
+            "pure-Python path: the same packs, slower. Install it with `pip install ./native` "
+            "(Rust and cargo needed; ./dev does it), or set %s=0 to choose the fallback.",
+            MODULE,
+            e,
+            NATIVE_ENV,
+        )
+        return None, "not installed"
+    found = getattr(module, "API_VERSION", None)
+    if found != API_VERSION:
+        _log.warning(
+            "ctxbudget: %s has interface version %s, this ctxbudget needs %s; packing runs on "
+            "the pure-Python path (rebuild it: `pip install ./native`).",
+            MODULE,
+            found,
+            API_VERSION,
+        )
+        return None, f"interface version {found}, {API_VERSION} needed"
+    return module, "loaded"
+
+
+NATIVE, NATIVE_STATUS = _load()
+
+
+def native_path() -> str:
+    """``native`` or ``python``: the path this process packs on (for benchmarks and logs)."""
+    return "native" if NATIVE is not None else "python"
