@@ -16,6 +16,10 @@
     python -m bench peers    [--frameworks langchain,llama-index,haystack] [--repeats 3]
     python -m bench all      [--json-out DIR]   (inproc, scaling, profile, kafka; soak is separate)
 
+The tools with a command line of their own are reached here too (``python -m bench TOOL
+...`` runs ``python -m bench.TOOL ...``): ``injection``, ``train-gate``, ``datamark``,
+``guarantees``, ``hotpot``, ``musique``, ``wikiqa``, ``shadow``, ``traffic``.
+
 Every command prints a table and, with ``--json-out``, writes the figures as JSON. Timing
 is wall clock on a shared machine: repeat runs and read the medians. Tests never time.
 """
@@ -53,7 +57,13 @@ def _traffic_args(p: argparse.ArgumentParser, *, n: int = 1000) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    tools = "\n".join(f"  {name:<12} {what}" for name, (_, what) in TOOLS.items())
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__.split("\n")[0],
+        epilog=f"tools with their own options (python -m bench TOOL --help):\n{tools}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("inproc", help="stages, fused, floor and naive, in process")
@@ -187,8 +197,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Tools with a command line of their own, reached through this one entry point too:
+#: ``python -m bench injection --dev`` is ``python -m bench.injection --dev``.
+TOOLS: dict[str, tuple[str, str]] = {
+    "injection": ("bench.injection", "the safety gate on labelled injection corpora"),
+    "train-gate": ("bench.train_gate", "train the gate's sentence model (the shipped file)"),
+    "datamark": ("bench.datamark", "what datamarking costs in tokens and in what fits"),
+    "guarantees": ("bench.guarantees.__main__", "fuzz, poison and kill: the guarantees"),
+    "hotpot": ("bench.hotpot", "convert HotpotQA to labelled CandidateBatch traffic"),
+    "musique": ("bench.musique", "convert MuSiQue to labelled CandidateBatch traffic"),
+    "wikiqa": ("bench.wikiqa", "convert WikiQA to labelled CandidateBatch traffic"),
+    "shadow": ("bench.shadow", "live latency with the shadow worker off and on"),
+    "traffic": ("ctxbudget.testing.traffic.cli", "generate synthetic or MS MARCO traffic"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and given[0] in TOOLS:
+        tool: Any = importlib.import_module(TOOLS[given[0]][0])
+        return int(tool.main(given[1:]) or 0)
+    args = _parser().parse_args(given)
     # SIGTERM unwinds like Ctrl-C, so brokers and workers are stopped by their finally blocks
     signal.signal(signal.SIGTERM, _interrupt)
     if args.command == "all":

@@ -66,3 +66,22 @@ def test_the_naive_role_writes_one_line_per_batch(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.count(b"\n") == len(batches.read_bytes().splitlines())
+
+
+def test_python_m_bench_reaches_every_tool_with_its_own_options() -> None:
+    """`python -m bench TOOL --help` prints each tool's own usage, so one entry point reaches
+    every benchmark and converter."""
+    import subprocess
+    import sys
+
+    from bench.__main__ import TOOLS
+
+    for name in TOOLS:
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench", name, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, (name, proc.stderr[-500:])
+        assert proc.stdout.startswith("usage:"), name
