@@ -323,7 +323,7 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
     if depth:
         return
     model = shipped_model()
-    p = model.probability(x.t)
+    p = model.weak_probability(x.t)
     if p < model.weak:
         return
     weight = _MODEL_STRONG if p >= model.strong else _MODEL_WEAK
