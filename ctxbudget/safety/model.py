@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import pairwise, repeat
@@ -86,6 +86,8 @@ def _pieces(t: str) -> list[list[str]]:
     if t.isascii():
         flat = t.encode("ascii").translate(_ASCII_TABLE).replace(b"\x0c ", b"|")
         return [piece.split() for piece in flat.decode("ascii").split("|")]
+    if not _UNSPACED.search(t):
+        return [_WORD.findall(piece) for piece in _SENTENCE_END.split(t)]
     return [_words(piece) for piece in _SENTENCE_END.split(t)]
 
 
@@ -93,8 +95,11 @@ def sentences(t: str) -> list[list[str]]:
     """The words of each sentence of normalised text ``t`` (fragments of fewer than
     :data:`MIN_WORDS` words left out; long ones as half-overlapping windows of :data:`WINDOW`
     words)."""
+    pieces = _pieces(t)
+    if max(map(len, pieces)) <= WINDOW:  # no window to cut (most passages)
+        return [words for words in pieces if len(words) >= MIN_WORDS]
     out: list[list[str]] = []
-    for words in _pieces(t):
+    for words in pieces:
         if len(words) < MIN_WORDS:
             continue
         if len(words) <= WINDOW:
@@ -156,7 +161,7 @@ class LinearModel:
     _bound: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _opening: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _opening_doc: Mapping[str, int] = field(init=False, repr=False, compare=False)
-    _lengths: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _by_length: Callable[[int], int] = field(init=False, repr=False, compare=False)
     _weak_sum: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -168,7 +173,9 @@ class LinearModel:
         object.__setattr__(self, "_bound", bound)
         object.__setattr__(self, "_opening", opening)
         object.__setattr__(self, "_opening_doc", opening_doc)
-        object.__setattr__(self, "_lengths", tuple(singles.get(n, 0) for n in _LENGTHS))
+        lengths = tuple(singles.get(n, 0) for n in _LENGTHS)
+        by_n = tuple(lengths[min(n // LENGTH_STEP, MAX_LENGTH_STEP)] for n in range(WINDOW + 1))
+        object.__setattr__(self, "_by_length", by_n.__getitem__)
         object.__setattr__(self, "_weak_sum", self._proven_below())
 
     def _proven_below(self) -> int | None:
@@ -226,15 +233,14 @@ class LinearModel:
         opening = self._opening.get
         opening_doc = self._opening_doc.get
         doc = self._singles.get(DOC_FEATURE, 0)
-        lengths = self._lengths
+        by_length = self._by_length
         zeros = repeat(0)
         maybe = []
         for words in split:
             n = len(words)
             inside = total - n >= DOCUMENT_WORDS
             s = opening_doc(words[0], doc) if inside else opening(words[0], 0)
-            s += lengths[min(n // LENGTH_STEP, MAX_LENGTH_STEP)] + sum(map(get, words, zeros))
-            if s >= limit:
+            if s + by_length(n) + sum(map(get, words, zeros)) >= limit:
                 maybe.append(words)
         return self._probability(self._best(maybe, total)) if maybe else 0.0
 
