@@ -5,6 +5,7 @@ the table ``_RULES``)."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -313,6 +314,27 @@ _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
         r"negeer|vergeet|negeert|veronachtzaam",
         r"instructies|regels|aanwijzingen|opdrachten|richtlijnen",
         r"eerdere|vorige|voorgaande|alle|je|jouw|bovenstaande|oorspronkelijke",
+    ),
+    "sv": (
+        r"ignorera|ignorerar|glöm|glom|strunta i|bortse från|bortse fran|åsidosätt|asidosatt|"
+        r"sluta följa|sluta folja",
+        r"instruktioner|instruktionerna|instruktionen|anvisningar|anvisningarna|regler|reglerna|"
+        r"direktiv|direktiven|order|kommandon|kommandona|uppmaningar|prompt",
+        r"tidigare|föregående|foregaende|ovanstående|ovanstaende|alla|dina|ursprungliga|"
+        r"systemets|hittills givna",
+    ),
+    "da_no": (
+        r"ignorer|ignorér|glem|se bort fra|tilsidesæt|tilsidesett|overse",
+        r"instruktioner|instruktionerne|instruksjoner|instruksjonene|instrukser|regler|reglene|"
+        r"reglerne|anvisninger|anvisningene|kommandoer|ordrer|prompt",
+        r"tidligere|forrige|foregående|ovenstående|alle|dine|opprinnelige|oprindelige|"
+        r"systemets",
+    ),
+    "vi": (
+        r"bỏ qua|phớt lờ|lờ đi|ngó lơ|quên đi|quên hết|quên|không tuân theo|đừng tuân theo|"
+        r"bất chấp|gạt bỏ",
+        r"hướng dẫn|chỉ dẫn|chỉ thị|mệnh lệnh|lệnh|quy tắc|yêu cầu|lời nhắc",
+        r"trước đó|trước đây|ở trên|phía trên|tất cả|mọi|toàn bộ|ban đầu|của bạn|hệ thống",
     ),
     "pl": (
         r"zignoruj|ignoruj|zapomnij|pomiń|pomin",
@@ -714,6 +736,23 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:이전|앞의|앞선|모든|위의|기존|시스템)[^.!?\n]{0,10}?(?:지시|지침|명령|규칙|프롬프트)"
         r"[^.!?\n]{0,10}?(?:무시|잊어)",
         nonascii=("무시", "잊어"), directive=True,
+    ),
+    _rule(
+        "override_hi", "instruction", 2.0,
+        # Hindi puts the verb last: "पिछले सभी निर्देशों को अनदेखा करें". Vowel signs are not
+        # word characters, so the pattern has no word boundaries.
+        unicodedata.normalize(
+            "NFKC",
+            r"(?:पिछले|पिछली|पूर्व|पहले के|पहले दिए गए|सभी|सारे|ऊपर के|ऊपर दिए गए|अपने|मूल|सिस्टम)"
+            r"[^।.!?\n]{0,25}?(?:निर्देशों|निर्देश|आदेशों|आदेश|नियमों|नियम|हिदायतों|हिदायत)"
+            r"[^।.!?\n]{0,20}?(?:अनदेखा|अनसुना|नज़रअंदाज़|नजरअंदाज|भूल जा|भूल|उपेक्षा|अवहेलना|"
+            r"पालन न|पालन मत)",
+        ),
+        nonascii=tuple(
+            unicodedata.normalize("NFKC", n)
+            for n in ("अनदेखा", "अनसुना", "नज़रअंदाज़", "नजरअंदाज", "भूल", "उपेक्षा", "अवहेलना", "पालन")
+        ),
+        directive=True,
     ),
     _rule(
         "override_ar", "instruction", 2.0,
@@ -1308,8 +1347,10 @@ _QUOTED = re.compile(
     r"|(?:(?<=[\s(\[:])|^)\"[^\"\n]{3,400}\"(?![a-z0-9])"
     r"|(?:(?<=[\s(\[:])|^)'[^'\n]{3,400}'(?![a-z0-9])"
 )
-# Scripts whose rules have non-ASCII needles (Cyrillic, Arabic, CJK, kana, Hangul).
-_OTHER_SCRIPTS = re.compile("[\u0400-\u04ff\u0600-\u06ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+# Scripts whose rules have non-ASCII needles (Cyrillic, Arabic, Devanagari, CJK, kana, Hangul).
+_OTHER_SCRIPTS = re.compile(
+    "[\u0400-\u04ff\u0600-\u06ff\u0900-\u097f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
+)
 
 
 # Words of the normalised text, for the gates: every byte but a-z becomes a space (non-ASCII
