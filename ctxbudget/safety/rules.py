@@ -344,6 +344,14 @@ _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: Words of an order inside a system message's content.
+_SYSTEM_DIRECTIVE = (
+    r"\b(?:reveal|recommend|ignore|disregard|forget|always|never|only|must|tell|send|forward|"
+    r"include|mention|respond|reply|answer|output|print|do not|don't|new (?:policy|rules?|"
+    r"instructions?)|from now on)\b"
+)
+
+
 def _ml_override(lang: str) -> _Rule:
     verbs, nouns, quals = _ML_OVERRIDE[lang]
     return _rule(
@@ -1151,6 +1159,17 @@ _RULES: tuple[_Rule, ...] = (
         "json_system_role", "role_text", 1.0,
         r"\"role\"[ \t]{0,3}:[ \t]{0,3}\"(?:system|developer)\"",
         "role", doc=True, quotable=False,
+    ),
+    _rule(
+        # A forged system or developer message whose content gives orders (a quickstart's
+        # "You are a helpful assistant." gives none): what the model would obey, in a document.
+        "json_system_directive", "role_text", 1.0,
+        r"[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}[\"'](?:system|developer)[\"'][ \t]{0,3},[ \t]{0,3}"
+        r"[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}[\"'][^\"'\n]{0,200}?" + _SYSTEM_DIRECTIVE
+        + r"|[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}[\"'][^\"'\n]{0,200}?" + _SYSTEM_DIRECTIVE
+        + r"[^\"'\n]{0,200}[\"'][ \t]{0,3},[ \t]{0,3}[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}"
+        r"[\"'](?:system|developer)[\"']",
+        "role", words2="content", doc=True, quotable=False,
     ),
     _rule(
         "chat_template_token", "role_text", 2.5,
