@@ -319,7 +319,7 @@ _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
         r"ignorera|ignorerar|glöm|glom|strunta i|bortse från|bortse fran|åsidosätt|asidosatt|"
         r"sluta följa|sluta folja",
         r"instruktioner|instruktionerna|instruktionen|anvisningar|anvisningarna|regler|reglerna|"
-        r"direktiv|direktiven|order|kommandon|kommandona|uppmaningar|prompt",
+        r"direktiv|direktiven|kommandon|kommandona|uppmaningar|prompt",
         r"tidigare|föregående|foregaende|ovanstående|ovanstaende|alla|dina|ursprungliga|"
         r"systemets|hittills givna",
     ),
@@ -352,15 +352,23 @@ _SYSTEM_DIRECTIVE = (
 )
 
 
+#: Languages whose nouns are gated by letters they all hold instead of by words: the ASCII
+#: stretches of Vietnamese words ("th" of "thị", "nh" of "lệnh") are English words too
+#: ("19th"), and would open the rule on English text.
+_ML_NEEDLES: dict[str, tuple[str, ...]] = {"vi": ("ẫ", "ỉ", "ị", "ệ", "ắ", "ầ")}
+
+
 def _ml_override(lang: str) -> _Rule:
     verbs, nouns, quals = _ML_OVERRIDE[lang]
+    needles = _ML_NEEDLES.get(lang, ())
     return _rule(
         f"override_{lang}",
         "instruction",
         2.0,
         rf"\b(?:{verbs})\b[^.!?\n]{{0,30}}?(?:\b(?:{quals})\b[^.!?\n]{{0,25}}?\b(?:{nouns})\b"
         rf"|\b(?:{nouns})\b[^.!?\n]{{0,25}}?\b(?:{quals})\b)",
-        nouns.replace("|", " "),
+        "" if needles else nouns.replace("|", " "),
+        needles=needles,
         directive=True,
     )
 
