@@ -719,10 +719,13 @@ _RULES: tuple[_Rule, ...] = (
     ),
     *(_ml_override(lang) for lang in _ML_OVERRIDE),
     _rule(
+        # Normalisation folds the dotless i (U+0131) to i: "yukaridaki", "göz ardi et".
         "override_tr", "instruction", 2.0,
-        r"\b(?:önceki|onceki|tüm|tum|bütün|yukarıdaki)\b[^.!?\n]{0,25}?(?:talimat|kural|komut|"
-        r"yönerge)\w{0,8}[^.!?\n]{0,20}?\b(?:yok say|görmezden gel|unut|dikkate alma)",
-        "say görmezden gel unut alma", directive=True,
+        r"\b(?:önceki|onceki|tüm|tum|bütün|yukaridaki|yukarida|şimdiye kadarki|sistem)\b"
+        r"[^.!?\n]{0,25}?(?:talimat|kural|komut|yönerge)\w{0,8}[^.!?\n]{0,20}?"
+        r"\b(?:yok say|görmezden gel|unut|dikkate alma|göz ardi et(?!me|mek)|boş ver|boşver|"
+        r"önemseme)",
+        "say görmezden gel unut alma ardi ver boşver önemseme", directive=True,
     ),
     _rule(
         "override_ru", "instruction", 2.0,
