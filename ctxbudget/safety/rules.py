@@ -807,12 +807,12 @@ _RULES: tuple[_Rule, ...] = (
         r"vous êtes désormais|désormais,? (?:tu|vous)|à partir de maintenant|"
         r"a partir de maintenant|dorénavant|du bist (?:jetzt|nun|ab sofort)|ab (?:jetzt|sofort)"
         r"|von nun an|ora sei|d'ora in poi|da ora in poi|da adesso|agora você é|agora voce e|"
-        r"a partir de agora|de agora em diante|je bent nu|vanaf nu|od teraz|artık sen)\b"
+        r"a partir de agora|de agora em diante|je bent nu|vanaf nu|od teraz|artik sen)\b"
         r"|(?:теперь ты|теперь вы|отныне|с этого момента)"
         r"|(?:现在你是|你现在是|从现在起|从现在开始|从今以后|あなたは今から|今からあなたは|"
         r"これからあなたは|지금부터|이제부터|이제 너는|당신은 이제)",
         "ahora désormais maintenant dorénavant jetzt nun sofort ora adesso agora bent vanaf "
-        "teraz artık",
+        "teraz artik",
         nonascii=("теперь", "отныне", "с этого", "现在", "从今", "今から", "これから", "지금부터",
                   "이제"),
         directive=True,
