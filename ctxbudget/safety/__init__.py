@@ -16,15 +16,15 @@ How it decides, in four steps, all deterministic:
    ``<``/``>``, Cyrillic/Greek look-alike letters mapped to Latin inside words that mix them
    with Latin letters (a Russian word stays Russian), lower-cased.
 2. **Signals**: weighted rules, each tied to a finding name. Imperatives that override the
-   model's instructions or reveal its prompt (in English and es/fr/de/it/pt/nl/pl/tr/ru/zh/ja/
-   ko), persona and jailbreak phrasing, text *addressed to* an AI ("note to the assistant",
-   "if you are a language model", "AI:"), coercion ("you must cite X", "always recommend",
-   "tell the user to"), role/turn lines and chat-template tokens, fake system tags and forgery
-   of OUR evidence envelope, tool-call payloads, exfiltration URLs (a link or image whose query
-   carries a placeholder or conversation/secret data), instructions hidden in HTML comments,
-   invisible elements, alt texts and link titles, base64/hex/rot13/reversed payloads (decoded,
-   bounded, and scored again; so are base32, bare hex, percent-escapes, leetspeak and leftover
-   combining marks), and invisible characters that split or reorder words.
+   model's instructions or reveal its prompt (in English and es/fr/de/it/pt/nl/pl/sv/da/no/
+   tr/ru/vi/hi/ar/zh/ja/ko), persona and jailbreak phrasing, text *addressed to* an AI ("note to
+   the assistant", "if you are a language model", "AI:"), coercion ("you must cite X", "always
+   recommend", "tell the user to"), role/turn lines and chat-template tokens, fake system tags
+   and forgery of OUR evidence envelope, tool-call payloads, exfiltration URLs (a link or image
+   whose query carries a placeholder or conversation/secret data), instructions hidden in HTML
+   comments, invisible elements, alt texts and link titles, base64/hex/rot13/reversed payloads
+   (decoded, bounded, and scored again; so are base32, bare hex, percent-escapes, leetspeak and
+   leftover combining marks), and invisible characters that split or reorder words.
 3. **Sentence model** (:mod:`.model`): a logistic model of one sentence on its words, word
    pairs, opening word, length and whether it stands inside a document, trained by
    ``python -m bench.train_gate`` on the development data and shipped as

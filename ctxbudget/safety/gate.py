@@ -29,6 +29,7 @@ from .rules import (
 from .signals import (
     _HINT_WORDS,
     _MAX_HIDDEN_CHARS,
+    _RAW_ANY,
     _decoded_payloads,
     _hidden_segments,
     _islice,
@@ -323,7 +324,7 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
     if depth:
         return
     model = shipped_model()
-    p = model.probability(x.t)
+    p = model.weak_probability(x.t)
     if p < model.weak:
         return
     weight = _MODEL_STRONG if p >= model.strong else _MODEL_WEAK
@@ -373,13 +374,14 @@ def scan(text: str) -> tuple[str, ...]:
 
 
 def _nothing_else_to_score(raw: str, x: _Text) -> bool:
-    """Whether no check of :func:`_score` but the rules can add a score to ``raw``: ASCII (no
-    invisible characters) without look-alike letters, no URL, no hidden HTML or markdown and
-    nothing to decode. The tests are the ones :func:`_score` starts with, so when this holds
-    and no rule's gates are open (most passages) the verdict is empty."""
+    """Whether no check of :func:`_score` but the rules can add a score to ``raw``: no
+    invisible characters (ASCII, or none of those :func:`~.signals._raw_checks` looks for),
+    no look-alike letters, no URL, no hidden HTML or markdown and nothing to decode. The tests
+    are the ones :func:`_score` starts with, so when this holds and no rule's gates are open
+    (most passages) the verdict is the model's alone."""
     t = x.t
     return (
-        raw.isascii()
+        (raw.isascii() or not _RAW_ANY.search(raw))
         and not x.lookalikes
         and ("//" not in x.cased or "=" not in x.cased)
         and "<" not in t

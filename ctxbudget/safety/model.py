@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import pairwise, repeat
@@ -33,7 +33,6 @@ MODEL_FILE = Path(__file__).with_name("injection_model.json")
 #: Sentence ends: a line break, ``.``, ``!`` or ``?`` before a space or tab (not inside
 #: ``example.com`` or ``3.5``), and the CJK full stops.
 _SENTENCE_END = re.compile(r"\n|[.!?](?=[ \t])|[。！？]")
-_ASCII_ENDS = tuple(f"{p}{s}" for p in ".!?" for s in " \t")
 #: Sentences of fewer words are fragments (headings, cells, link texts) and are not scored.
 MIN_WORDS = 3
 _WORD = re.compile(r"[^\W_]+")
@@ -67,28 +66,28 @@ def _words(sentence: str) -> list[str]:
     return out
 
 
-#: ASCII text in one pass, once its sentence ends are line breaks: letters and digits kept
-#: (lower-cased), line breaks to "|", every other byte to a space; then splitting at "|" and at
-#: spaces gives what the regexes give.
+#: ASCII text in one pass: letters and digits kept (lower-cased), line breaks to "|", spaces
+#: and tabs to a space, ``.``, ``!`` and ``?`` to a form feed, every other byte to a tab. A form
+#: feed before a space is then a sentence end (to "|"); splitting at "|" and at whitespace gives
+#: what the regexes give.
 _ASCII_TABLE = (
     bytes(
         (c | 0x20 if chr(c).isalpha() else c)
         if chr(c).isalnum()
-        else (ord("|") if c == 10 else ord(" "))
+        else (ord("|") if c == 10 else ord(" ") if c in (9, 32) else 0x0C if chr(c) in ".!?" else 9)
         for c in range(128)
     )
-    + b" " * 128
+    + b"\t" * 128
 )
 
 
 def _pieces(t: str) -> list[list[str]]:
     """The words of each stretch of ``t`` between sentence ends."""
     if t.isascii():
-        for end in _ASCII_ENDS:
-            if end in t:
-                t = t.replace(end, "\n")
-        flat = t.encode("ascii").translate(_ASCII_TABLE).decode("ascii")
-        return [piece.split() for piece in flat.split("|")]
+        flat = t.encode("ascii").translate(_ASCII_TABLE).replace(b"\x0c ", b"|")
+        return [piece.split() for piece in flat.decode("ascii").split("|")]
+    if not _UNSPACED.search(t):
+        return [_WORD.findall(piece) for piece in _SENTENCE_END.split(t)]
     return [_words(piece) for piece in _SENTENCE_END.split(t)]
 
 
@@ -96,8 +95,11 @@ def sentences(t: str) -> list[list[str]]:
     """The words of each sentence of normalised text ``t`` (fragments of fewer than
     :data:`MIN_WORDS` words left out; long ones as half-overlapping windows of :data:`WINDOW`
     words)."""
+    pieces = _pieces(t)
+    if max(map(len, pieces)) <= WINDOW:  # no window to cut (most passages)
+        return [words for words in pieces if len(words) >= MIN_WORDS]
     out: list[list[str]] = []
-    for words in _pieces(t):
+    for words in pieces:
         if len(words) < MIN_WORDS:
             continue
         if len(words) <= WINDOW:
@@ -154,20 +156,51 @@ class LinearModel:
     #: ``weights`` split by key type: two smaller tables look up faster than one.
     _singles: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _pairs: Mapping[tuple[str, str], int] = field(init=False, repr=False, compare=False)
+    #: The pre-check's tables (:meth:`_bound_tables`) and the sentence sum below which a
+    #: passage is proven under the weak threshold (None: never proven).
+    _bound: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _opening: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _opening_doc: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _by_length: Callable[[int], int] = field(init=False, repr=False, compare=False)
+    _weak_sum: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         singles = {k: v for k, v in self.weights.items() if isinstance(k, str)}
         pairs = {k: v for k, v in self.weights.items() if not isinstance(k, str)}
         object.__setattr__(self, "_singles", singles)
         object.__setattr__(self, "_pairs", pairs)
+        bound, opening, opening_doc = _bound_tables(singles, pairs)
+        object.__setattr__(self, "_bound", bound)
+        object.__setattr__(self, "_opening", opening)
+        object.__setattr__(self, "_opening_doc", opening_doc)
+        lengths = tuple(singles.get(n, 0) for n in _LENGTHS)
+        by_n = tuple(lengths[min(n // LENGTH_STEP, MAX_LENGTH_STEP)] for n in range(WINDOW + 1))
+        object.__setattr__(self, "_by_length", by_n.__getitem__)
+        object.__setattr__(self, "_weak_sum", self._proven_below())
+
+    def _proven_below(self) -> int | None:
+        """The sentence sum (bias left out) below which a passage's probability is sure to
+        stay under ``weak``: 0.01 logit short of it, checked against :meth:`probability`'s
+        arithmetic. None when ``weak`` is not strictly between 0 and 1."""
+        if not 0.0 < self.weak < 1.0:
+            return None
+        limit = math.floor(math.log(self.weak / (1.0 - self.weak)) * SCALE) - self.bias - 100
+        while _sigmoid((limit + self.bias) / SCALE) >= self.weak:
+            limit -= SCALE
+        return limit
 
     def logit(self, t: str) -> float:
         """The highest sentence logit of normalised text ``t`` (minus infinity when it has no
         words)."""
+        return self._best(sentences(t))
+
+    def _best(self, split: list[list[str]], total: int | None = None) -> float:
+        """The highest logit among the sentences ``split`` of a passage of ``total`` words
+        (``split``'s own when not given)."""
         get = self._singles.get
         pair = self._pairs.get
-        split = sentences(t)
-        total = sum(map(len, split))
+        if total is None:
+            total = sum(map(len, split))
         best: int | None = None
         zeros = repeat(0)
         for words in split:
@@ -181,12 +214,45 @@ class LinearModel:
                 best = s
         return -math.inf if best is None else (best + self.bias) / SCALE
 
+    def weak_probability(self, t: str) -> float:
+        """:meth:`probability` of ``t`` when it reaches ``weak``; when it does not, a number
+        below ``weak`` (0.0 or the probability): the gate only asks whether the weak threshold
+        is reached, and the answer is the same either way.
+
+        A cheap upper bound of each sentence's sum (the sum of one number per word,
+        :func:`_bound_tables`, and of its opening's and length's; never below the sentence's
+        own sum) picks the sentences that may reach the weak threshold: only those are scored
+        in full (none, in most passages). When the best of a passage reaches the threshold,
+        it is among them."""
+        split = sentences(t)
+        limit = self._weak_sum
+        total = sum(map(len, split))
+        if limit is None:
+            return self._probability(self._best(split, total))
+        get = self._bound.get
+        opening = self._opening.get
+        opening_doc = self._opening_doc.get
+        doc = self._singles.get(DOC_FEATURE, 0)
+        by_length = self._by_length
+        zeros = repeat(0)
+        maybe = []
+        for words in split:
+            n = len(words)
+            inside = total - n >= DOCUMENT_WORDS
+            s = opening_doc(words[0], doc) if inside else opening(words[0], 0)
+            if s + by_length(n) + sum(map(get, words, zeros)) >= limit:
+                maybe.append(words)
+        return self._probability(self._best(maybe, total)) if maybe else 0.0
+
     def probability(self, t: str) -> float:
         """The model's probability that the best sentence of ``t`` is an injected instruction."""
-        z = self.logit(t)
+        return self._probability(self.logit(t))
+
+    @staticmethod
+    def _probability(z: float) -> float:
         if z == -math.inf:
             return 0.0
-        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+        return _sigmoid(max(-60.0, min(60.0, z)))
 
     def to_json(self) -> str:
         """The model as the JSON the shipped file holds (keys sorted: a stable file)."""
@@ -219,6 +285,53 @@ class LinearModel:
         """A model from real-valued weights (rounded to parts of :data:`SCALE`; zeros dropped)."""
         scaled = {k: round(v * SCALE) for k, v in weights.items()}
         return cls(round(bias * SCALE), {k: v for k, v in scaled.items() if v}, strong, weak)
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def _bound_tables(
+    singles: Mapping[str, int], pairs: Mapping[tuple[str, str], int]
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """Tables of :meth:`LinearModel.weak_probability`'s bound: per word, its weight plus the
+    largest positive weight of the word pairs charged to it; per opening word, what the opening
+    features add (outside a document, and inside one with the ``@`` pair's best case).
+
+    Each positive pair is charged to one of its two words, the one in fewer pairs of the model
+    (a proxy for the rarer word: charged to "system", not to "the"). A word of a sentence is
+    the first word of at most one of its pairs and the second of at most one, so a sentence's
+    pairs add at most the sum of what is charged to its words."""
+    degree: dict[str, int] = {}
+    for a, b in pairs:
+        if not a.startswith("@"):
+            degree[a] = degree.get(a, 0) + 1
+            degree[b] = degree.get(b, 0) + 1
+    as_first: dict[str, int] = {}
+    as_second: dict[str, int] = {}
+    best_doc_pair: dict[str, int] = {}
+    for (a, b), v in pairs.items():
+        if a.startswith("@"):
+            best_doc_pair[a[1:]] = max(best_doc_pair.get(a[1:], 0), v)
+        elif v > 0:
+            if (degree[a], a) <= (degree[b], b):
+                as_first[a] = max(as_first.get(a, 0), v)
+            else:
+                as_second[b] = max(as_second.get(b, 0), v)
+    words = {k for k in singles if k[:1] not in "^@#"} | set(as_first) | set(as_second)
+    bound = {}
+    for w in words:
+        v = singles.get(w, 0) + as_first.get(w, 0) + as_second.get(w, 0)
+        if v:
+            bound[w] = v
+    doc = singles.get(DOC_FEATURE, 0)
+    firsts = {k[1:] for k in singles if k[:1] in "^@" and k != DOC_FEATURE} | set(best_doc_pair)
+    opening = {w: singles.get("^" + w, 0) for w in firsts}
+    opening_doc = {
+        w: opening[w] + doc + singles.get("@" + w, 0) + max(0, best_doc_pair.get(w, 0))
+        for w in firsts
+    }
+    return bound, opening, opening_doc
 
 
 def _key_text(key: Feature) -> str:

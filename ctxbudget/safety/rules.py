@@ -5,6 +5,7 @@ the table ``_RULES``)."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -314,6 +315,27 @@ _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
         r"instructies|regels|aanwijzingen|opdrachten|richtlijnen",
         r"eerdere|vorige|voorgaande|alle|je|jouw|bovenstaande|oorspronkelijke",
     ),
+    "sv": (
+        r"ignorera|ignorerar|glöm|glom|strunta i|bortse från|bortse fran|åsidosätt|asidosatt|"
+        r"sluta följa|sluta folja",
+        r"instruktioner|instruktionerna|instruktionen|anvisningar|anvisningarna|regler|reglerna|"
+        r"direktiv|direktiven|kommandon|kommandona|uppmaningar|prompt",
+        r"tidigare|föregående|foregaende|ovanstående|ovanstaende|alla|dina|ursprungliga|"
+        r"systemets|hittills givna",
+    ),
+    "da_no": (
+        r"ignorer|ignorér|glem|se bort fra|tilsidesæt|tilsidesett|overse",
+        r"instruktioner|instruktionerne|instruksjoner|instruksjonene|instrukser|regler|reglene|"
+        r"reglerne|anvisninger|anvisningene|kommandoer|ordrer|prompt",
+        r"tidligere|forrige|foregående|ovenstående|alle|dine|opprinnelige|oprindelige|"
+        r"systemets",
+    ),
+    "vi": (
+        r"bỏ qua|phớt lờ|lờ đi|ngó lơ|quên đi|quên hết|quên|không tuân theo|đừng tuân theo|"
+        r"bất chấp|gạt bỏ",
+        r"hướng dẫn|chỉ dẫn|chỉ thị|mệnh lệnh|lệnh|quy tắc|yêu cầu|lời nhắc",
+        r"trước đó|trước đây|ở trên|phía trên|tất cả|mọi|toàn bộ|ban đầu|của bạn|hệ thống",
+    ),
     "pl": (
         r"zignoruj|ignoruj|zapomnij|pomiń|pomin",
         r"instrukcje|instrukcji|polecenia|poleceń|zasady|reguły|wytyczne",
@@ -322,15 +344,31 @@ _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: Words of an order inside a system message's content.
+_SYSTEM_DIRECTIVE = (
+    r"\b(?:reveal|recommend|ignore|disregard|forget|always|never|only|must|tell|send|forward|"
+    r"include|mention|respond|reply|answer|output|print|do not|don't|new (?:policy|rules?|"
+    r"instructions?)|from now on)\b"
+)
+
+
+#: Languages whose nouns are gated by letters they all hold instead of by words: the ASCII
+#: stretches of Vietnamese words ("th" of "thị", "nh" of "lệnh") are English words too
+#: ("19th"), and would open the rule on English text.
+_ML_NEEDLES: dict[str, tuple[str, ...]] = {"vi": ("ẫ", "ỉ", "ị", "ệ", "ắ", "ầ")}
+
+
 def _ml_override(lang: str) -> _Rule:
     verbs, nouns, quals = _ML_OVERRIDE[lang]
+    needles = _ML_NEEDLES.get(lang, ())
     return _rule(
         f"override_{lang}",
         "instruction",
         2.0,
         rf"\b(?:{verbs})\b[^.!?\n]{{0,30}}?(?:\b(?:{quals})\b[^.!?\n]{{0,25}}?\b(?:{nouns})\b"
         rf"|\b(?:{nouns})\b[^.!?\n]{{0,25}}?\b(?:{quals})\b)",
-        nouns.replace("|", " "),
+        "" if needles else nouns.replace("|", " "),
+        needles=needles,
         directive=True,
     )
 
@@ -681,10 +719,13 @@ _RULES: tuple[_Rule, ...] = (
     ),
     *(_ml_override(lang) for lang in _ML_OVERRIDE),
     _rule(
+        # Normalisation folds the dotless i (U+0131) to i: "yukaridaki", "göz ardi et".
         "override_tr", "instruction", 2.0,
-        r"\b(?:önceki|onceki|tüm|tum|bütün|yukarıdaki)\b[^.!?\n]{0,25}?(?:talimat|kural|komut|"
-        r"yönerge)\w{0,8}[^.!?\n]{0,20}?\b(?:yok say|görmezden gel|unut|dikkate alma)",
-        "say görmezden gel unut alma", directive=True,
+        r"\b(?:önceki|onceki|tüm|tum|bütün|yukaridaki|yukarida|şimdiye kadarki|sistem)\b"
+        r"[^.!?\n]{0,25}?(?:talimat|kural|komut|yönerge)\w{0,8}[^.!?\n]{0,20}?"
+        r"\b(?:yok say|görmezden gel|unut|dikkate alma|göz ardi et(?!me|mek)|boş ver|boşver|"
+        r"önemseme)",
+        "say görmezden gel unut alma ardi ver boşver önemseme", directive=True,
     ),
     _rule(
         "override_ru", "instruction", 2.0,
@@ -714,6 +755,23 @@ _RULES: tuple[_Rule, ...] = (
         r"(?:이전|앞의|앞선|모든|위의|기존|시스템)[^.!?\n]{0,10}?(?:지시|지침|명령|규칙|프롬프트)"
         r"[^.!?\n]{0,10}?(?:무시|잊어)",
         nonascii=("무시", "잊어"), directive=True,
+    ),
+    _rule(
+        "override_hi", "instruction", 2.0,
+        # Hindi puts the verb last: "पिछले सभी निर्देशों को अनदेखा करें". Vowel signs are not
+        # word characters, so the pattern has no word boundaries.
+        unicodedata.normalize(
+            "NFKC",
+            r"(?:पिछले|पिछली|पूर्व|पहले के|पहले दिए गए|सभी|सारे|ऊपर के|ऊपर दिए गए|अपने|मूल|सिस्टम)"
+            r"[^।.!?\n]{0,25}?(?:निर्देशों|निर्देश|आदेशों|आदेश|नियमों|नियम|हिदायतों|हिदायत)"
+            r"[^।.!?\n]{0,20}?(?:अनदेखा|अनसुना|नज़रअंदाज़|नजरअंदाज|भूल जा|भूल|उपेक्षा|अवहेलना|"
+            r"पालन न|पालन मत)",
+        ),
+        nonascii=tuple(
+            unicodedata.normalize("NFKC", n)
+            for n in ("अनदेखा", "अनसुना", "नज़रअंदाज़", "नजरअंदाज", "भूल", "उपेक्षा", "अवहेलना", "पालन")
+        ),
+        directive=True,
     ),
     _rule(
         "override_ar", "instruction", 2.0,
@@ -749,12 +807,12 @@ _RULES: tuple[_Rule, ...] = (
         r"vous êtes désormais|désormais,? (?:tu|vous)|à partir de maintenant|"
         r"a partir de maintenant|dorénavant|du bist (?:jetzt|nun|ab sofort)|ab (?:jetzt|sofort)"
         r"|von nun an|ora sei|d'ora in poi|da ora in poi|da adesso|agora você é|agora voce e|"
-        r"a partir de agora|de agora em diante|je bent nu|vanaf nu|od teraz|artık sen)\b"
+        r"a partir de agora|de agora em diante|je bent nu|vanaf nu|od teraz|artik sen)\b"
         r"|(?:теперь ты|теперь вы|отныне|с этого момента)"
         r"|(?:现在你是|你现在是|从现在起|从现在开始|从今以后|あなたは今から|今からあなたは|"
         r"これからあなたは|지금부터|이제부터|이제 너는|당신은 이제)",
         "ahora désormais maintenant dorénavant jetzt nun sofort ora adesso agora bent vanaf "
-        "teraz artık",
+        "teraz artik",
         nonascii=("теперь", "отныне", "с этого", "现在", "从今", "今から", "これから", "지금부터",
                   "이제"),
         directive=True,
@@ -1114,6 +1172,17 @@ _RULES: tuple[_Rule, ...] = (
         "role", doc=True, quotable=False,
     ),
     _rule(
+        # A forged system or developer message whose content gives orders (a quickstart's
+        # "You are a helpful assistant." gives none): what the model would obey, in a document.
+        "json_system_directive", "role_text", 1.0,
+        r"[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}[\"'](?:system|developer)[\"'][ \t]{0,3},[ \t]{0,3}"
+        r"[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}[\"'][^\"'\n]{0,200}?" + _SYSTEM_DIRECTIVE
+        + r"|[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}[\"'][^\"'\n]{0,200}?" + _SYSTEM_DIRECTIVE
+        + r"[^\"'\n]{0,200}[\"'][ \t]{0,3},[ \t]{0,3}[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}"
+        r"[\"'](?:system|developer)[\"']",
+        "role", words2="content", doc=True, quotable=False,
+    ),
+    _rule(
         "chat_template_token", "role_text", 2.5,
         r"<\|[a-z_]{2,30}\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>|"
         r"<\|?(?:begin|end)_of_text\|?>|<\|(?:im_start|im_end|endoftext)",
@@ -1308,8 +1377,10 @@ _QUOTED = re.compile(
     r"|(?:(?<=[\s(\[:])|^)\"[^\"\n]{3,400}\"(?![a-z0-9])"
     r"|(?:(?<=[\s(\[:])|^)'[^'\n]{3,400}'(?![a-z0-9])"
 )
-# Scripts whose rules have non-ASCII needles (Cyrillic, Arabic, CJK, kana, Hangul).
-_OTHER_SCRIPTS = re.compile("[\u0400-\u04ff\u0600-\u06ff\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+# Scripts whose rules have non-ASCII needles (Cyrillic, Arabic, Devanagari, CJK, kana, Hangul).
+_OTHER_SCRIPTS = re.compile(
+    "[\u0400-\u04ff\u0600-\u06ff\u0900-\u097f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
+)
 
 
 # Words of the normalised text, for the gates: every byte but a-z becomes a space (non-ASCII
