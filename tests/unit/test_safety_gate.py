@@ -75,14 +75,17 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_the_gate_is_linear_time_on_adversarial_input(name: str) -> None:
-    """ReDoS guard (not a benchmark): 100 KB of a pathological shape takes well under 2 s,
-    both through scan() and with every rule run (the prefilter cannot hide a slow pattern)."""
+    """ReDoS guard (not a benchmark): 100 KB of a pathological shape finishes in seconds, both
+    through scan() and with every rule run (the prefilter cannot hide a slow pattern). A
+    backtracking pattern is quadratic or worse: on 100 KB it takes minutes, so a bound of
+    10 s tells it apart from a linear scan however loaded the machine is (the slowest shape
+    takes about 1 s unloaded)."""
     text = ADVERSARIAL[name]
     for run in (scan, safety.CHECKS[0][1].search):
         start = time.perf_counter()
         run(text)
         elapsed = time.perf_counter() - start
-        assert elapsed < 2.0, f"{name}: {elapsed:.2f} s via {run}"
+        assert elapsed < 10.0, f"{name}: {elapsed:.2f} s via {run}"
 
 
 def test_the_corpus_targets_hold() -> None:
