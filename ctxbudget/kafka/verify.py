@@ -21,14 +21,17 @@ import time
 from types import FrameType
 from typing import Any
 
+import orjson
 import structlog
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ctxbudget.kafka import clients
 from ctxbudget.kafka.logs import configure as configure_logs
+from ctxbudget.kafka.observability import Observability
+from ctxbudget.kafka.probe import BrokerProbe
 from ctxbudget.kafka.settings import WorkerSettings
-from ctxbudget.kafka.verify_join import JoinTopics, VerifyJoin
+from ctxbudget.kafka.verify_join import STAGE, JoinTopics, VerifyJoin
 from ctxbudget.limit_settings import LimitSettings
 
 log = structlog.get_logger("ctxbudget.verify")
@@ -111,6 +114,11 @@ class VerifyWorker:
             "traces": 0,
         }
         self._committed: dict[int, int] = {}
+        self.obs = Observability(worker="verify")
+        j = self.join.topics
+        outputs = [j.verdicts, j.deadletter] + ([j.labels] if j.labels else [])
+        self.obs.expect([STAGE], outputs={STAGE: outputs})
+        self.obs.control_read()  # the verifier follows no control state: nothing to wait for
 
     def _clients(self) -> tuple[Any, Any, Any]:
         from kafka import ConsumerRebalanceListener
@@ -137,7 +145,7 @@ class VerifyWorker:
                     worker._committed.pop(tp.partition, None)
 
             def on_partitions_assigned(self, assigned: Any) -> None:
-                return None
+                worker.obs.joined()
 
         answers.subscribe([self.verify.answers_topic], listener=Revoked())
         follower = clients.consumer(
@@ -192,6 +200,7 @@ class VerifyWorker:
                 )
         futures = []
         for _, _, outputs in self.join.resolve(now):
+            self._observe(outputs, time.monotonic() - now)
             for out in outputs:
                 futures.append(producer.send(out.topic, key=out.key, value=out.value))
                 if out.topic == self.join.topics.verdicts:
@@ -210,8 +219,19 @@ class VerifyWorker:
                 raise SystemExit(EXIT_UNDELIVERED) from e
         self._commit(answers)
 
+    def _observe(self, outputs: list[Any], seconds: float) -> None:
+        """One answer settled: what it produced, and the dead letter's error type if any."""
+        dead = self.join.topics.deadletter
+        types = [
+            str(orjson.loads(o.value).get("error_type", "")) for o in outputs if o.topic == dead
+        ]
+        self.obs.observe(STAGE, seconds, [o.topic for o in outputs], dead_letter_types=types)
+
     def run(self) -> None:
-        """Run until SIGTERM or SIGINT (the round in hand is finished and committed)."""
+        """Run until SIGTERM or SIGINT (the round in hand is finished and committed).
+
+        With ``CTXBUDGET_METRICS_PORT`` it serves /metrics, /healthz and /readyz as the stage
+        workers do (ready while a broker answers and the answers group is joined)."""
         configure_logs(
             level=self.settings.log_level,
             fmt=None if self.settings.log_format == "auto" else self.settings.log_format,
@@ -228,10 +248,16 @@ class VerifyWorker:
             window_s=self.verify.window_s,
             labels=self.join.topics.labels,
         )
+        port = self.obs.serve(self.settings.metrics_port) if self.settings.metrics_port else 0
+        if port:
+            log.info("metrics and health served", port=port, paths="/metrics /healthz /readyz")
+        probe = BrokerProbe.of(self.settings, self.obs)
+        probe.start()
         answers, follower, producer = self._clients()
         last = time.monotonic()
         try:
             while not stop.requested:
+                self.obs.tick()
                 self.step(answers, follower, producer)
                 if time.monotonic() - last > _METRICS_EVERY_S:
                     last = time.monotonic()
@@ -241,6 +267,8 @@ class VerifyWorker:
             producer.close(timeout=5)
             follower.close()
             answers.close()
+            probe.stop()
+            self.obs.close()
 
 
 def run_verify_worker(settings: WorkerSettings) -> None:

@@ -125,3 +125,69 @@ def test_every_answer_gets_one_verdict_through_a_kill_9(lab: Lab, tmp_path: Path
     }
     audit.close()
     assert set(expected) <= events
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
+
+
+def test_the_verify_worker_serves_metrics_and_readiness(lab: Lab, tmp_path: Path) -> None:
+    """With CTXBUDGET_METRICS_PORT the verify worker is ready once its group is joined, and its
+    /metrics count the answers settled and the verdicts and dead letters written."""
+    answers_topic, verdicts_topic = _verify_topics(lab)
+    port = _free_port()
+    lab.env_overrides["CTXBUDGET_METRICS_PORT"] = str(port)
+    results = [PIPE.run(g.batch) for g in synthetic(5, seed=33)]
+    producer = lab.producer()
+    for r in results:
+        rid = r.pack.request_id.encode()
+        producer.send(lab.topics.packs, key=rid, value=encode(r.pack))
+        for t in r.traces:
+            producer.send(lab.topics.audit, key=rid, value=encode(t))
+    producer.flush()
+    lab.start("verify", log_dir=tmp_path)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and _get(port, "/readyz")[0] != 200:
+        time.sleep(0.5)
+    assert _get(port, "/readyz")[0] == 200, _get(port, "/readyz")[1]
+    for i, r in enumerate(results):
+        answer = _answer(r.pack, i)
+        producer.send(answers_topic, key=r.pack.request_id.encode(), value=encode(answer))
+    producer.send(answers_topic, key=b"poison", value=b"{not json")
+    producer.flush()
+    producer.close()
+
+    def count(body: str, series: str) -> float:
+        return sum(
+            float(line.rsplit(" ", 1)[1]) for line in body.splitlines() if line.startswith(series)
+        )
+
+    body = ""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        body = _get(port, "/metrics")[1]
+        if count(body, 'ctxbudget_records_in_total{stage="verify"}') >= 6:
+            break
+        time.sleep(0.5)
+    assert count(body, 'ctxbudget_records_in_total{stage="verify"}') == 6
+    verdicts = f'ctxbudget_records_out_total{{stage="verify",topic="{verdicts_topic}"}}'
+    assert count(body, verdicts) == 5
+    assert count(body, 'ctxbudget_dead_letters_total{error_type="InputError",stage="verify"}') == 1
+    assert _get(port, "/healthz")[0] == 200
