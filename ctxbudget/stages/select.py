@@ -23,7 +23,10 @@ source crowds out the others while they have evidence to give).
 Under budget pressure (the eligible passages would not all fit whole) and when the class
 allows excerpts, items are admitted as excerpts of their best sentences first (query terms,
 protected facts, the opening sentence of a document), so more distinct evidence fits; the
-room left then gives admitted excerpts their whole text back, best first. What does not fit
+room left then gives admitted excerpts their whole text back, best first. Items far below
+the first admission's utility wait behind the excerpt floor, and so does a passage that
+would take over :data:`WHOLE_SHARE` of the budget while the question and the admitted texts
+do not name it (``waited:oversized``). What does not fit
 at all waits; the leftover budget then goes to the best waiting item in compressed form, and
 the rest are dropped for ``budget``. Every item not admitted gets exactly one reason, and
 every admission says why it earned its place (``Admission.basis``).
