@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ctxbudget.errors import ConfigError
+
 #: The repository root: dataset-derived traffic is never written inside it.
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TENANT = "acme"
@@ -26,7 +28,7 @@ KINDS: tuple[Kind, ...] = (
 )
 
 
-class TrafficError(RuntimeError):
+class TrafficError(ConfigError):
     """The traffic could not be generated (missing data, bad arguments, forbidden path)."""
 
 
