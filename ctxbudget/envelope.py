@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ctxbudget.escaping import datamark, escape_attr, escape_text, unescape, unmark
-from ctxbudget.schemas import EvidenceItem
+from ctxbudget.schemas import ConsolidatedItem, EvidenceItem
 
 __all__ = [
     "CLOSE_SET",
@@ -290,3 +290,15 @@ def parse(rendered: str) -> list[tuple[dict[str, str], str]]:
             attrs["excerpt"] = "true"
         out.append((attrs, plain(m.group(4))))
     return out
+
+
+def header_estimate(item: ConsolidatedItem, defaults: SetDefaults | None = None) -> int:
+    """Tokens of an item's envelope tags (ids and attribute values tokenize densely)."""
+    chars = 22
+    if defaults is None or item.source_id != defaults.source:
+        chars += 10 + len(item.source_id)
+    if defaults is None or item.version != defaults.version:
+        chars += 11 + len(item.version or "")
+    if item.title and not title_is_redundant(item.title, item.text):
+        chars += 9 + len(item.title)
+    return math.ceil(chars / 2.5) + 2

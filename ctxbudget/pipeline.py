@@ -23,13 +23,13 @@ from ctxbudget.schemas import (
     RoutedBatch,
     TraceEvent,
 )
-from ctxbudget.stages.compress import Finished, PackFinisher
+from ctxbudget.stages.compress import PackFinisher
 from ctxbudget.stages.consolidate import Consolidator
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.stages.select import EvidenceFilter, EvidenceSelector
 from ctxbudget.text import ShingleCache
 from ctxbudget.tokens import TokenizerRegistry
-from ctxbudget.trace import compress_trace, consolidate_trace, route_trace, select_trace
+from ctxbudget.trace import Finished, compress_trace, consolidate_trace, route_trace, select_trace
 
 Clock = Callable[[], float]
 

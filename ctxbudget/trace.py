@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ctxbudget.schemas import (
+    CandidateFate,
     ConsolidatedBatch,
+    Pack,
     PackedBatch,
     RoutedBatch,
     TraceEvent,
 )
-from ctxbudget.stages.compress import Finished
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The pack, with what the compress stage decided (what its trace records)."""
+
+    pack: Pack
+    dropped: tuple[CandidateFate, ...]
+    restored: tuple[str, ...]
+    details: dict[str, Any]
 
 
 def _base(routed: RoutedBatch, stage: str, latency_ms: float) -> dict[str, object]:

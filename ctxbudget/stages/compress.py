@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxbudget.cut import source_spans, withheld_sentences
+from ctxbudget.entities import links_for, subject_links
 from ctxbudget.envelope import (
     CLOSE_SET,
     SetDefaults,
     datamark_instruction,
     evidence_ids,
+    header_estimate,
     join_rendered,
     open_set,
     render_item,
@@ -46,8 +48,8 @@ from ctxbudget.schemas import (
     Trust,
     Withheld,
 )
-from ctxbudget.stages.select import header_estimate, links_for, subject_links
 from ctxbudget.tokens import TokenCounter, TokenizerRegistry
+from ctxbudget.trace import Finished
 
 
 def trust_of(authority: float) -> Trust:
@@ -57,16 +59,6 @@ def trust_of(authority: float) -> Trust:
     if authority < 0.3:
         return "low"
     return "normal"
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """The pack, with what this stage decided (for the trace)."""
-
-    pack: Pack
-    dropped: tuple[CandidateFate, ...]
-    restored: tuple[str, ...]
-    details: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -40,6 +40,7 @@ from ctxbudget.codec import encode
 from ctxbudget.cut import candidates_as_cut
 from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS, check_pair_work
 from ctxbudget.policy import Policy
+from ctxbudget.ranking import _score, primary_score_field, rank_key
 from ctxbudget.schemas import (
     Candidate,
     CandidateFate,
@@ -61,38 +62,6 @@ CANONICAL_KEEP = 0.8
 _Key = Callable[[int], tuple[int, float, float, str]]
 #: A slice of one chunk placed in a unit's text: (chunk_id, start, end, at), as in :class:`Piece`.
 _Piece = tuple[str, int, int, int]
-
-
-def primary_score_field(cands: Iterable[Candidate]) -> str:
-    """Rerank scores when the batch has any, else retrieval scores."""
-    return "rerank_score" if any(c.rerank_score is not None for c in cands) else "retrieval_score"
-
-
-def _score(c: Candidate, fld: str) -> float | None:
-    v: float | None = getattr(c, fld)
-    return v
-
-
-def rank_key(score: float | None, authority: float, ident: str) -> tuple[int, float, float, str]:
-    """Best first: scored before unscored, higher score, higher authority, then the id."""
-    return (0 if score is not None else 1, -(score or 0.0), -authority, ident)
-
-
-def best_ranked_member(
-    item: ConsolidatedItem, cands: Sequence[Candidate], fld: str, policy: Policy
-) -> Candidate:
-    """The copy of ``item``'s family that retrieval ranked best (the canonical copy that
-    represents it may rank lower); ``fld`` is the batch's :func:`primary_score_field`."""
-    return cands[
-        min(
-            item.members,
-            key=lambda m: rank_key(
-                _score(cands[m], fld),
-                policy.authority_of(cands[m].source_id, cands[m].authority),
-                cands[m].chunk_id,
-            ),
-        )
-    ]
 
 
 _NUM = re.compile(r"\d+")

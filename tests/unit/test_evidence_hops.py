@@ -4,10 +4,10 @@ and the sentences that carry each hop kept in excerpts."""
 
 from __future__ import annotations
 
+from ctxbudget.entities import distinctive_names, linkable, modifier_only, name_holder_cap
 from ctxbudget.envelope import parse
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
-from ctxbudget.stages.select import distinctive_names, linkable, modifier_only, name_holder_cap
 from ctxbudget.testing import batch, candidate
 from ctxbudget.text import name_phrases
 

@@ -486,3 +486,16 @@ def test_a_bad_setting_names_its_environment_variable(
         "(found '0'); CTXBUDGET_LOG_LEVEL: Input should be 'DEBUG', 'INFO', 'WARNING' or "
         "'ERROR' (found 'loud')"
     )
+
+
+def test_no_stage_imports_another_stage() -> None:
+    """Each stage module imports only the core: what two stages share lives in a core module
+    (ranking, entities, envelope, trace), so a stage reads in one place."""
+    stages = REPO / "ctxbudget" / "stages"
+    found = [
+        f"{path.name}:{line}: {module}"
+        for path in sorted(stages.glob("*.py"))
+        for line, module in _imported(ast.parse(path.read_text(), filename=str(path)))
+        if module.startswith("ctxbudget.stages")
+    ]
+    assert found == []

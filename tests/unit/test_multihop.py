@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from ctxbudget.entities import subject_of
 from ctxbudget.envelope import parse
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Query
 from ctxbudget.stages.route import classify
-from ctxbudget.stages.select import comparison_options, subject_of
+from ctxbudget.stages.select import comparison_options
 from ctxbudget.testing import batch, candidate
 
 

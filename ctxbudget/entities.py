@@ -1,0 +1,138 @@
+"""Entity links between passages: what a passage is about, and the names a hop hands on.
+
+A passage about an entity (its title's subject) or naming a distinctive name that few
+passages of the batch share links the question on to another passage; selection follows
+these links hop by hop, and compression keeps the sentences that name them. Months and
+weekdays link nothing, nor a name every holder uses as a modifier ("a Canadian author"), nor
+one held by too many items of the batch (a country, a word capitalised everywhere).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+from ctxbudget.schemas import ConsolidatedItem
+from ctxbudget.text import STOPWORDS, name_phrases, words
+
+
+@lru_cache(maxsize=4096)
+def subject_of(title: str | None) -> str | None:
+    """The entity a titled item is about: the title's words without a parenthetical
+    qualifier ("Big Stone Gap (film)" -> "big stone gap"); None for stopword-only titles."""
+    if not title:
+        return None
+    cut = title.find(" (")
+    base = words(title[:cut] if cut > 0 else title)
+    if not base or all(w in STOPWORDS for w in base) or len("".join(base)) < 3:
+        return None
+    return " ".join(base)
+
+
+def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
+    """What a sentence can name to carry the question on to another passage, as
+    space-padded phrases, sorted and distinct: the entities the items are about (their
+    titles) and the distinctive names at least two of them share (:func:`distinctive_names`)."""
+    subjects = {subject_of(it.title) for it in items}
+    subjects.discard(None)
+    shared: set[str] = set()
+    for names in distinctive_names(items, shared_only=True):
+        shared.update(n for n, k in names.items() if linkable(n, k))
+    return tuple(sorted({f" {s} " for s in subjects if s is not None} | {f" {n} " for n in shared}))
+
+
+def links_for(item: ConsolidatedItem, links: tuple[str, ...]) -> tuple[str, ...]:
+    """``links`` without the item's own subject (a sentence naming it links nowhere)."""
+    own = subject_of(item.title)
+    if own is None:
+        return links
+    key = f" {own} "
+    return tuple([x for x in links if x != key])
+
+
+#: A name held by more than this share of a batch's items (and by more than
+#: :data:`NAME_MIN_HOLDERS`) is too common to link two passages: a country, a city, a
+#: word capitalised everywhere.
+NAME_MAX_SHARE = 0.2
+NAME_MIN_HOLDERS = 3
+#: The entity link a shared name earns is strongest when at most this many items hold the
+#: name, and shrinks with more holders (``RARE_NAME_HOLDERS / holders``).
+RARE_NAME_HOLDERS = 2
+#: A shared name's link at its strongest, as a share of the link of an item about an entity
+#: the question or an admitted text names: the passage a text names by its title is the
+#: surer next hop than one that shares a name with it.
+SHARED_NAME_LINK = 0.75
+
+
+def name_holder_cap(n_items: int) -> int:
+    """How many items of a batch of ``n_items`` may hold a name it still links by."""
+    return max(NAME_MIN_HOLDERS, int(n_items * NAME_MAX_SHARE))
+
+
+def distinctive_names(
+    items: Sequence[ConsolidatedItem], *, shared_only: bool = False
+) -> list[dict[str, int]]:
+    """Per item, the names of its text (:func:`~ctxbudget.text.name_phrases`) that few items
+    of the batch hold (document frequency within the batch at most :func:`name_holder_cap`),
+    each with the number of items holding it: what a hop passes on. A one-word name every
+    holder uses as a modifier (:func:`modifier_only`: "a Canadian author") is left out. With
+    ``shared_only``, only the names another item holds too."""
+    found = [name_phrases(it.text) for it in items]
+    holders: dict[str, int] = {}
+    for names in found:
+        for n in names:
+            holders[n] = holders.get(n, 0) + 1
+    low = 2 if shared_only else 1
+    cap = name_holder_cap(len(items))
+    # A one-word name every holder writes before a noun ("a Canadian author", "an English
+    # cricketer") describes its subject: it names no entity a hop could pass on. Only the
+    # names still in the running are read for it.
+    modifiers = {
+        n
+        for n, k in holders.items()
+        if low <= k <= cap
+        and " " not in n
+        and n not in CALENDAR_WORDS
+        and all(
+            modifier_only(n, it.text) for it, names in zip(items, found, strict=True) if n in names
+        )
+    }
+    if modifiers:
+        found = [names - modifiers for names in found]
+    return [{n: holders[n] for n in sorted(names) if low <= holders[n] <= cap} for names in found]
+
+
+#: Capitalised words that name a time, not an entity: they link nothing.
+CALENDAR_WORDS = frozenset(
+    [
+        "january", "february", "march", "april", "may", "june", "july", "august",
+        "september", "october", "november", "december", "monday", "tuesday", "wednesday",
+        "thursday", "friday", "saturday", "sunday",
+    ]
+)  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _word_uses(word: str) -> re.Pattern[str]:
+    """The capitalised ``word`` as a whole word, and the word that follows it on its line."""
+    return re.compile(rf"(?<!\w){re.escape(word[:1].upper() + word[1:])}(?!\w)[ \t]*(\w*)")
+
+
+def modifier_only(word: str, text: str) -> bool:
+    """Whether ``text`` uses the one-word name ``word`` (lower case) only as a modifier:
+    every capitalised use comes straight before a lower-case content word ("Canadian
+    author", "Gothic church"), never before punctuation, a function word ("Africa and") or
+    another capitalised word. A demonym describes; a place or a person is named."""
+    uses = [m.group(1) for m in _word_uses(word).finditer(text)]
+    return bool(uses) and all(w[:1].islower() and w not in STOPWORDS for w in uses)
+
+
+def linkable(name: str, holders: int) -> bool:
+    """Whether a distinctive name can link two passages: any name but a calendar word (a
+    month or a weekday is capitalised, yet names a time, not an entity). How common a name
+    is in the batch is judged by :func:`distinctive_names` (at most
+    :func:`name_holder_cap` holders) and by the link's strength (fewer holders, a stronger
+    link): a one-word name ("Hiroshima", "Stockholm") links as a longer one does."""
+    del holders  # rarity is the link's strength, not a gate
+    return name not in CALENDAR_WORDS
