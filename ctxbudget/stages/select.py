@@ -23,10 +23,7 @@ source crowds out the others while they have evidence to give).
 Under budget pressure (the eligible passages would not all fit whole) and when the class
 allows excerpts, items are admitted as excerpts of their best sentences first (query terms,
 protected facts, the opening sentence of a document), so more distinct evidence fits; the
-room left then gives admitted excerpts their whole text back, best first. Items far below
-the first admission's utility wait behind the excerpt floor, and so does a passage that
-would take over :data:`WHOLE_SHARE` of the budget while the question and the admitted texts
-do not name it (``waited:oversized``). What does not fit
+room left then gives admitted excerpts their whole text back, best first. What does not fit
 at all waits; the leftover budget then goes to the best waiting item in compressed form, and
 the rest are dropped for ``budget``. Every item not admitted gets exactly one reason, and
 every admission says why it earned its place (``Admission.basis``).
@@ -163,8 +160,6 @@ class _Option:
     util: float = 0.0
     neg_rank: int = 0
     stale: bool = True
-    #: The item waited behind the excerpt floor for its size (:meth:`_Admission._oversized`).
-    oversized: bool = False
 
     def padded_words(self) -> str:
         """The words of the title and text joined by single spaces, with a space on either
@@ -637,12 +632,6 @@ def excerpt_steps(
     return tuple(out)
 
 
-#: Under budget pressure, the share of the evidence budget one passage may take as it enters
-#: (whole, or as its excerpt) unless the question or an admitted text names its subject;
-#: a larger one waits until the linked and excerpted evidence is in (:meth:`_Admission._oversized`).
-WHOLE_SHARE = 0.25
-
-
 class _Admission:
     """The greedy admission of one batch (mutable working state, never shared)."""
 
@@ -663,8 +652,6 @@ class _Admission:
         #: Whether a waiting option takes a shared name up as its hop (default: always).
         self.receives = receives
         self.remaining = budget - SET_OVERHEAD_TOKENS
-        #: The evidence budget the batch started with.
-        self.budget = budget
         self.qterms = qterms
         self.nq = len(qterms)
         self.weights = rules.weights
@@ -766,8 +753,6 @@ class _Admission:
             out.append("named_entity" if o.named else f"bridge:{o.linked_from}")
         if o.shared_name is not None:
             out.append(f"shared_name:{o.shared_name}")
-        if o.oversized:
-            out.append("waited:oversized")
         return tuple(out)
 
     def excerpt_est(self, o: _Option, *, exact: bool = True) -> int | None:
@@ -853,11 +838,14 @@ class _Admission:
             ranked = sorted(pool, key=_BEST_FIRST, reverse=True)
             pool = []
             for at, best in enumerate(ranked):
-                if self._held(best):
+                if (
+                    self.floor_share > 0
+                    and self.admitted
+                    and best.util < self.floor_share * self.admitted[0].utility
+                    and not self._hop_link(best)
+                ):
                     # A weak item waits for what the grown excerpts leave; one that admitted
                     # evidence leads to (the next hop) does not: room is kept for it first.
-                    # A passage that would take a large share of a tight budget whole waits
-                    # too unless a title link secures it (:meth:`_oversized`).
                     later.append(best)
                     continue
                 reason = self._gate(best)
@@ -882,39 +870,13 @@ class _Admission:
                         fates[o.item] = "item_cap"
                     break
 
-    def _held(self, o: _Option) -> bool:
-        """Whether ``o`` waits behind the excerpt floor: it is weak (below the floor share
-        of the first admission's utility) and no admitted evidence leads to it, or it is
-        oversized (:meth:`_oversized`)."""
-        if self.floor_share <= 0 or not self.admitted:
-            return False
-        if o.util < self.floor_share * self.admitted[0].utility and not self._hop_link(o):
-            return True
-        if self._oversized(o):
-            o.oversized = True
-            return True
-        return False
-
-    def _oversized(self, o: _Option) -> bool:
-        """Whether ``o`` would take more than :data:`WHOLE_SHARE` of the budget as it now
-        enters (whole, when it has no shorter excerpt) while only a shared name or nothing
-        links it: neither the question nor an admitted text names its subject. Such a
-        passage spends the room the next hops need on a weak link, so it waits until the
-        linked and excerpted evidence is in."""
-        if o.named or (o.linked_from is not None and o.subject not in self.subjects):
-            return False
-        cap = WHOLE_SHARE * self.budget
-        if o.est <= cap:
-            return False
-        return self.cost(o) > cap
-
     def _revive(self, later: list[_Option], pool: list[_Option]) -> None:
         """Move the items held behind the excerpt floor that an admission now leads to (the
         next hop) from ``later`` back to ``pool``: they compete at once, before the admitted
         excerpts grow back, in their utility order like the rest."""
         if not later:
             return
-        linked = [self._hop_link(o) and not self._oversized(o) for o in later]
+        linked = [self._hop_link(o) for o in later]
         if any(linked):
             pool.extend(o for o, hop in zip(later, linked, strict=True) if hop)
             later[:] = [o for o, hop in zip(later, linked, strict=True) if not hop]
