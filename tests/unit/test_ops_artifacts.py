@@ -23,6 +23,7 @@ import yaml
 
 from ctxbudget.kafka.observability import Observability, PackFacts
 from ctxbudget.kafka.settings import TopicNames, WorkerSettings
+from ctxbudget.kafka.verify import VerifySettings
 from ctxbudget.limit_settings import LimitSettings
 from tests.paths import REPO
 
@@ -31,6 +32,8 @@ DASHBOARD = REPO / "ops" / "dashboards" / "ctxbudget.json"
 RULES = REPO / "ops" / "alerts" / "ctxbudget-rules.yaml"
 COMPOSE = REPO / "docker-compose.yml"
 STAGES = ("route", "consolidate", "select", "compress", "shadow")
+#: Every Deployment: the packing stages, and the verify worker (it reads no policies).
+WORKERS = (*STAGES, "verify")
 METRICS_PORT = 9108
 
 
@@ -85,7 +88,7 @@ def test_the_k8s_set_is_complete() -> None:
     assert ("ConfigMap", "ctxbudget-settings") in kinds
     assert ("Secret", "ctxbudget-kafka-topics") in kinds
     assert ("Job", "ctxbudget-topics") in kinds
-    for stage in STAGES:
+    for stage in WORKERS:
         assert ("Deployment", f"ctxbudget-{stage}") in kinds
         assert ("PodDisruptionBudget", f"ctxbudget-{stage}") in kinds
     assert any(kind == "Service" for kind, _ in kinds)
@@ -272,6 +275,8 @@ def _known_variables() -> set[str]:
             names.add(f"CTXBUDGET_{field.upper()}")
     # documented extras: the input limits and topic checks of ctxbudget/kafka/limits.py
     names |= {f"CTXBUDGET_{field.upper()}" for field in LimitSettings.model_fields}
+    # the verify worker's own settings (ctxbudget/kafka/verify.py)
+    names |= {f"CTXBUDGET_VERIFY_{field.upper()}" for field in VerifySettings.model_fields}
     return names
 
 
@@ -310,9 +315,9 @@ def test_every_variable_set_is_one_the_code_reads() -> None:
 
 
 def test_the_kafka_secret_names_every_sasl_setting() -> None:
-    """Each of the six Kafka secrets sets protocol, mechanism, user and password, validly."""
+    """Each of the seven Kafka secrets sets protocol, mechanism, user and password, validly."""
     secrets = _of_kind("Secret")
-    assert len(secrets) == 6  # the topics job and the five Deployments
+    assert len(secrets) == 7  # the topics job and the six Deployments
     protocol = WorkerSettings.model_fields["security_protocol"].annotation
     mechanism = WorkerSettings.model_fields["sasl_mechanism"].annotation
     for _, secret in secrets:
@@ -347,9 +352,9 @@ def test_each_workload_reads_the_secret_of_its_own_role_only() -> None:
 # -- deployments
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", WORKERS)
 def test_each_deployment_is_probed_bounded_and_unprivileged(stage: str) -> None:
-    """Each stage's Deployment is probed on the metrics port, bounded, non-root and read-only."""
+    """Each worker's Deployment is probed on the metrics port, bounded, non-root and read-only."""
     docs = [d for _, d in _of_kind("Deployment") if d["metadata"]["name"] == f"ctxbudget-{stage}"]
     assert len(docs) == 1
     doc = docs[0]
@@ -453,10 +458,13 @@ def test_the_policies_configmap_equals_policies_folder() -> None:
 
 
 def test_every_workload_mounts_the_policies_as_the_folder_lays_them_out() -> None:
-    """Each Deployment mounts the policies read-only, laid out as policies/, where it reads them."""
+    """Each packing Deployment mounts the policies read-only, laid out as policies/, where it
+    reads them."""
     make = _load_make_configmap()
     wanted = make.items(REPO / "policies")
     for _, doc in _of_kind("Deployment"):
+        if doc["metadata"]["name"] == "ctxbudget-verify":
+            continue
         pod = _pod_spec(doc)
         (container,) = pod["containers"]
         env = {item["name"]: item.get("value") for item in container["env"]}
