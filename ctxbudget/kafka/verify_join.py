@@ -1,7 +1,9 @@
 """The verify worker's join: each answer meets its pack (and the pack's traces), in memory.
 
 Packs and trace events are followed from their topics into two bounded tables keyed by
-(request_id, lane); answers wait in arrival order, per partition, until their pack and its
+(request_id, lane), validated when they arrive and kept as their record bytes (a decoded pack
+and its four traces take about four times the memory of their JSON), decoded again when an
+answer needs them; answers wait in arrival order, per partition, until their pack and its
 four stage traces are in the tables, then get their verdict (the diagnosis comes from the
 traces: the route event holds the labels and the candidates, each stage its drops). An answer
 still waiting after ``window_s`` goes to the dead letters naming what did not arrive. A record
@@ -64,8 +66,10 @@ class VerifyJoin:
     #: Whether the four stage traces must be there too (they give the diagnosis).
     with_traces: bool = True
     verifier: AnswerVerifier = field(default_factory=AnswerVerifier)
-    _packs: OrderedDict[Key, Pack] = field(default_factory=OrderedDict)
-    _traces: OrderedDict[Key, dict[str, TraceEvent]] = field(default_factory=OrderedDict)
+    #: Valid Pack records, as their bytes.
+    _packs: OrderedDict[Key, bytes] = field(default_factory=OrderedDict)
+    #: Valid TraceEvent records per stage, as their bytes.
+    _traces: OrderedDict[Key, dict[str, bytes]] = field(default_factory=OrderedDict)
     _waiting: dict[int, OrderedDict[int, _Waiting]] = field(default_factory=dict)
     _next: dict[int, int] = field(default_factory=dict)
 
@@ -78,7 +82,7 @@ class VerifyJoin:
         except InputError:
             return
         key = (pack.request_id, pack.lane)
-        self._packs[key] = pack
+        self._packs[key] = raw
         self._packs.move_to_end(key)
         while len(self._packs) > self.packs_kept:
             self._packs.popitem(last=False)
@@ -93,7 +97,7 @@ class VerifyJoin:
             return
         key = (event.request_id, event.lane)
         events = self._traces.setdefault(key, {})
-        events[event.stage] = event
+        events[event.stage] = raw
         self._traces.move_to_end(key)
         while len(self._traces) > self.packs_kept:
             self._traces.popitem(last=False)
@@ -118,7 +122,8 @@ class VerifyJoin:
         events = self._traces.get(key, {})
         if self.with_traces and set(events) != STAGES_TRACED:
             return None
-        return pack, list(events.values())
+        # both were valid when they arrived: decoding them again cannot fail
+        return decode(pack, Pack), [decode(e, TraceEvent) for e in events.values()]
 
     def _outputs(self, w: _Waiting, offset: int, now: float) -> list[Output] | None:
         answer = w.answer

@@ -131,3 +131,23 @@ def test_with_a_labels_topic_a_supported_citation_becomes_a_verify_label(
         "relevant_chunk_ids": ["keys"],
         "source": "verify",
     }
+
+
+def test_an_invalid_pack_record_leaves_the_valid_one_in_place(pipeline: Pipeline) -> None:
+    """Records are validated on arrival: a broken record for the same request and lane does
+    not displace its valid pack, and the verdict equals the one of a join that never saw it."""
+    pack, traces, eid = _made(pipeline, "r3")
+    broken = orjson.dumps({**orjson.loads(pack), "evidence": "not a list"})
+    outs = []
+    for extra in ([], [broken]):
+        join = VerifyJoin(topics=TOPICS)
+        join.add_pack(pack)
+        for raw in extra:
+            join.add_pack(raw)
+            join.add_trace(b'{"schema": "ctx.trace_event.v1", "broken": true}')
+        for t in traces:
+            join.add_trace(t)
+        join.add_answer(_answer("r3", eid), partition=0, offset=0, now=0.0)
+        outs.append([(o.topic, o.value) for _, _, out in join.resolve(0.0) for o in out])
+    assert [topic for topic, _ in outs[1]] == ["v", "audit"]
+    assert outs[0] == outs[1]
