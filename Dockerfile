@@ -6,6 +6,21 @@
 # The base image is pinned to a patch release; bump PYTHON_IMAGE deliberately (and add its
 # digest, `python:3.11.14-slim-bookworm@sha256:...`, where a registry can be asked for it).
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+# The compiled hot path (native/) is built with this toolchain (the same Debian release);
+# `--build-arg WITH_NATIVE=false` leaves it out: the packs are the same, only slower.
+ARG RUST_IMAGE=rust:1.95-slim-bookworm
+
+# ---- native: native/ as one abi3 wheel (CPython >= 3.11), built by maturin from its lock file.
+FROM ${RUST_IMAGE} AS native
+ARG WITH_NATIVE=true
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY native ./native
+RUN mkdir -p /wheels && if [ "$WITH_NATIVE" = "true" ]; then \
+  apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \
+ && rm -rf /var/lib/apt/lists/* \
+ && python3 -m venv /opt/maturin && /opt/maturin/bin/pip install maturin==1.16.0 \
+ && /opt/maturin/bin/maturin build --release --locked -m native/Cargo.toml -o /wheels; fi
 
 # ---- build: dependencies first (cached until pyproject.toml or constraints.txt change),
 # ---- then the code, as a wheel that carries the policies and topic specs.
@@ -30,8 +45,10 @@ COPY ctxbudget ./ctxbudget
 COPY policies ./policies
 COPY topics ./topics
 COPY examples/batches.jsonl examples/use_from_python.py ./examples/
+COPY --from=native /wheels /native-wheels
 RUN PIP_CONSTRAINT=/src/constraints.txt pip wheel --no-deps -w /wheels . \
  && pip install --no-deps /wheels/ctxbudget-*.whl \
+ && if ls /native-wheels/*.whl >/dev/null 2>&1; then pip install --no-deps /native-wheels/*.whl; fi \
  && pip check
 
 # ---- runtime: the interpreter, the venv, and the editable copies of the policies and specs.

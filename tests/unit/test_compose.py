@@ -115,12 +115,15 @@ def test_the_baseline_policy_setting_reaches_the_workers() -> None:
 
 
 def test_the_image_is_multi_stage_pinned_and_installs_dependencies_before_code() -> None:
+    """Three pinned stages (native wheel, build, runtime); dependencies before the code."""
     steps = _instructions()
     froms = [args for word, args in steps if word == "FROM"]
-    assert len(froms) == 2 and froms[0].endswith("AS build")
+    assert len(froms) == 3 and froms[0].endswith("AS native") and froms[1].endswith("AS build")
     base = next(args for word, args in steps if word == "ARG" and args.startswith("PYTHON_IMAGE="))
     assert re.fullmatch(r"PYTHON_IMAGE=python:3\.11\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", base)
-    runs = [args for word, args in steps if word == "RUN"]
+    rust = next(args for word, args in steps if word == "ARG" and args.startswith("RUST_IMAGE="))
+    assert re.fullmatch(r"RUST_IMAGE=rust:1\.\d+-slim-bookworm", rust), "the runtime's Debian"
+    runs = [args for word, args in steps if word == "RUN" and "maturin" not in args]
     copies = [args for word, args in steps if word == "COPY"]
     dependencies = next(
         i for i, (w, a) in enumerate(steps) if w == "RUN" and "-r requirements.txt" in a
@@ -134,6 +137,19 @@ def test_the_image_is_multi_stage_pinned_and_installs_dependencies_before_code()
     user = [args for word, args in steps if word == "USER"]
     assert user and not user[-1].startswith(("0", "root"))
     assert any(word == "HEALTHCHECK" for word, _ in steps)
+
+
+def test_the_image_builds_the_compiled_hot_path_from_its_lock_file() -> None:
+    """The native stage builds native/ with the pinned maturin and Cargo.lock (--locked), and
+    the build stage installs that wheel when there is one (WITH_NATIVE=false: none)."""
+    native_pin = tomllib.loads((REPO / "native" / "pyproject.toml").read_text())
+    (maturin,) = native_pin["build-system"]["requires"]
+    steps = _instructions()
+    build = next(a for w, a in steps if w == "RUN" and "maturin build" in a)
+    assert f"pip install {maturin}" in build and "--locked" in build
+    assert '"$WITH_NATIVE" = "true"' in build
+    assert ("COPY", "--from=native /wheels /native-wheels") in steps
+    assert any(w == "RUN" and "pip install --no-deps /native-wheels/" in a for w, a in steps)
 
 
 def test_the_production_image_has_no_development_broker() -> None:
