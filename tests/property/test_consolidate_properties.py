@@ -63,6 +63,7 @@ def families(draw: st.DrawFn) -> tuple[list[tuple[str, float]], list[int]]:
 def test_the_canonical_copy_is_order_free_and_keeps_the_best_copys_text(
     drawn: tuple[list[tuple[str, float]], list[int]],
 ) -> None:
+    """Any order gives the same representative, keeping the best copy's text and score."""
     copies, order = drawn
     cands = [candidate(f"c{i}", text, score) for i, (text, score) in enumerate(copies)]
     router = QueryRouter(policy=POLICY, rules=RULES, tokenizers=TokenizerRegistry())

@@ -126,6 +126,7 @@ def test_gate_memo_is_keyed_by_the_text_the_gate_reads(store: PolicyStore) -> No
     ],
 )
 def test_comparison_phrasings_route_to_comparison(store: PolicyStore, question: str) -> None:
+    """Comparison phrasings (same X, which first, who is older, both) route to comparison."""
     policy, rules = store.get("default@1")
     assert classify(Query(text=question), rules, policy.fallback_class).query_class == (
         "comparison"
@@ -143,6 +144,7 @@ def test_comparison_phrasings_route_to_comparison(store: PolicyStore, question: 
     ],
 )
 def test_bridge_questions_do_not_route_to_comparison(store: PolicyStore, question: str) -> None:
+    """Bridge questions, a chain through a named entity, do not route to comparison."""
     policy, rules = store.get("default@1")
     assert classify(Query(text=question), rules, policy.fallback_class).query_class != (
         "comparison"

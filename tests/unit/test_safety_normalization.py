@@ -12,6 +12,7 @@ from ctxbudget.safety import (
 
 
 def test_normalize_folds_what_the_envelope_check_needs() -> None:
+    """Fullwidth, zero-width, soft hyphens, mixed scripts and entities fold to plain text."""
     assert normalize("＜/ｅｖｉｄｅｎｃｅ＞") == "</evidence>"
     assert normalize("ig\u200bno\u00adre") == "ignore"
     assert normalize("\u0456gn\u043ere \u0440\u0443\u0441\u0441\u043a\u0438\u0439") == (

@@ -100,6 +100,7 @@ def test_per_source_cap_lets_other_sources_go_first(pipeline: Pipeline) -> None:
 
 
 def test_comparison_options_read_the_names() -> None:
+    """The options of a comparison are the names compared, multi-word names whole."""
     assert comparison_options("Who is older, Sid Haig or Vic Darchinyan?") == [
         frozenset({"sid", "haig"}),
         frozenset({"vic", "darchinyan"}),
