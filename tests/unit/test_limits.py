@@ -11,6 +11,7 @@ import pytest
 from ctxbudget.codec import decode_batch
 from ctxbudget.errors import InputError, LimitError
 from ctxbudget.limits import InputLimits
+from ctxbudget.schemas import CandidateBatch
 from tests.paths import REPO
 
 EXAMPLE = (REPO / "examples" / "batches.jsonl").read_bytes().splitlines()[0]
@@ -30,9 +31,15 @@ def _limit_of(raw: bytes, limits: InputLimits | None = None) -> str:
 
 
 def test_the_examples_are_within_the_default_limits() -> None:
-    """Ordinary traffic never meets a limit."""
+    """Ordinary traffic never meets a limit: each example decodes whole, every candidate kept."""
     for raw in (REPO / "examples" / "batches.jsonl").read_bytes().splitlines():
-        decode_batch(raw)
+        data = orjson.loads(raw)
+        decoded = decode_batch(raw)
+        assert decoded == CandidateBatch.model_validate_json(raw)
+        assert decoded.request_id == data["request_id"]
+        assert [c.chunk_id for c in decoded.candidates] == [
+            c["chunk_id"] for c in data["candidates"]
+        ]
 
 
 def test_too_many_candidates_are_refused_before_the_strict_parse() -> None:
@@ -41,7 +48,8 @@ def test_too_many_candidates_are_refused_before_the_strict_parse() -> None:
     data["candidates"] = [dict(data["candidates"][0], chunk_id=f"c{i}") for i in range(11)]
     raw = orjson.dumps(data)
     assert _limit_of(raw, InputLimits(max_candidates=10)) == "max_candidates"
-    decode_batch(raw, limits=InputLimits(max_candidates=11))
+    allowed = decode_batch(raw, limits=InputLimits(max_candidates=11))
+    assert [c.chunk_id for c in allowed.candidates] == [f"c{i}" for i in range(11)]
 
 
 def test_escaped_chunk_id_keys_are_still_counted_after_the_parse() -> None:
@@ -59,7 +67,11 @@ def test_metadata_holding_chunk_ids_does_not_count_as_candidates() -> None:
         dict(c, metadata={"chunk_id": "x", "parent": {"chunk_id": "y"}}) for c in data["candidates"]
     ]
     n = len(data["candidates"])
-    decode_batch(orjson.dumps(data), limits=InputLimits(max_candidates=n))
+    decoded = decode_batch(orjson.dumps(data), limits=InputLimits(max_candidates=n))
+    assert len(decoded.candidates) == n
+    assert all(
+        c.metadata == {"chunk_id": "x", "parent": {"chunk_id": "y"}} for c in decoded.candidates
+    )
 
 
 @pytest.mark.parametrize(
@@ -80,7 +92,9 @@ def test_a_text_over_max_text_bytes_is_refused_by_its_utf8_size(where: str, fiel
         decode_batch(orjson.dumps(data), limits=InputLimits(max_text_bytes=191))
     assert info.value.limit == "max_text_bytes" and where in str(info.value)
     assert info.value.size == 192
-    decode_batch(orjson.dumps(data), limits=InputLimits(max_text_bytes=192))
+    at_limit = decode_batch(orjson.dumps(data), limits=InputLimits(max_text_bytes=192))
+    first = at_limit.candidates[0]
+    assert (at_limit.query.text if field == "query" else getattr(first, field)) == long
 
 
 def test_metadata_nested_too_deep_is_refused_naming_the_depth_limit() -> None:
@@ -92,7 +106,7 @@ def test_metadata_nested_too_deep_is_refused_naming_the_depth_limit() -> None:
     data["candidates"][0]["metadata"] = deep  # 10 objects from depth 4: depth 13
     raw = orjson.dumps(data)
     assert _limit_of(raw, InputLimits(max_json_depth=12)) == "max_json_depth"
-    decode_batch(raw, limits=InputLimits(max_json_depth=13))
+    assert decode_batch(raw, limits=InputLimits(max_json_depth=13)).candidates[0].metadata == deep
 
 
 def test_json_deeper_than_the_parser_allows_names_the_depth_limit() -> None:
