@@ -117,6 +117,7 @@ def test_the_baseline_policy_setting_reaches_the_workers() -> None:
 
 
 def test_the_image_is_multi_stage_pinned_and_installs_dependencies_before_code() -> None:
+    """Three pinned stages (native wheel, build, runtime); dependencies before the code."""
     steps = _instructions()
     froms = [args for word, args in steps if word == "FROM"]
     assert len(froms) == 2 and froms[0].endswith("AS build")
