@@ -47,6 +47,7 @@ def _safe(result: SetResult) -> None:
 def test_multihop_packs_beat_the_naive_fill(
     name: str, needed_floor: float, support_floor: float
 ) -> None:
+    """HotpotQA packs beat the naive fill on needed passages and support, in budget, safely."""
     r = _run(name)
     ours, naive = r.policy["all"], r.naive["all"]
     assert ours["needed"] >= needed_floor and ours["needed"] > naive["needed"] + 0.1
@@ -60,6 +61,7 @@ def test_multihop_packs_beat_the_naive_fill(
 
 
 def test_msmarco_packs_keep_their_evidence() -> None:
+    """MS MARCO packs keep 95% of the needed passages, more than the naive fill, safely."""
     r = _run("msmarco-awkward")
     ours, naive = r.policy["all"], r.naive["all"]
     assert ours["needed"] >= 0.95 and ours["needed"] > naive["needed"]
@@ -67,6 +69,7 @@ def test_msmarco_packs_keep_their_evidence() -> None:
 
 
 def test_the_data_is_read_from_outside_the_repository() -> None:
+    """The HotpotQA sample is read from the shared data folder, never from the repository."""
     from bench.hotpot import hotpot_dir
 
     try:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -12,90 +10,39 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.integration.control_checks import audit_events, policies_of, run_cli, wait_applied, warm
 from tests.integration.lab import Lab, batches, collect, produce
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
-def _cli(
-    lab: Lab, *args: str, env_extra: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    env = {**lab.env(), **(env_extra or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "ctxbudget", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def _audit(lab: Lab, schema: str) -> list[dict[str, object]]:
-    out = []
-    consumer = lab.consumer(lab.topics.audit)
-    for msg in consumer:
-        ev = orjson.loads(msg.value)
-        if ev.get("schema") == schema:
-            out.append(ev)
-    consumer.close()
-    return out
-
-
-def _applied(
-    lab: Lab, version: int, workers: int, timeout_s: float = 30
-) -> list[dict[str, object]]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = [e for e in _audit(lab, "ctx.control_applied.v1") if e["version"] == version]
-        if len({e["worker"] for e in got}) >= workers:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"control version {version} not applied by {workers} workers")
-
-
-def _policies_of(packs: dict[str, list[bytes]]) -> set[str]:
-    out = set()
-    for values in packs.values():
-        p = orjson.loads(values[-1])
-        out.add(f"{p['policy']['name']}@{p['policy']['version']}")
-    return out
-
-
-def _warm(lab: Lab, seed: int) -> None:
-    items = batches(1, seed=seed)
-    produce(lab, items)
-    got, _ = collect(lab, lab.topics.packs, {items[0][0]}, timeout_s=90)
-    assert got, "workers did not start"
-
-
 def test_kill_switch_reaches_two_workers(lab: Lab, tmp_path: Path) -> None:
     """Rollout to 100%, then kill/unkill cycles: both workers apply every change."""
     lab.start("fused", log_dir=tmp_path)
     lab.start("fused", log_dir=tmp_path)
-    _warm(lab, seed=20)
-    proc = _cli(lab, "control", "set-rollout", "--percent", "100", "--candidate", "lean@1")
+    warm(lab, seed=20)
+    proc = run_cli(lab, "control", "set-rollout", "--percent", "100", "--candidate", "lean@1")
     assert proc.returncode == 0, proc.stderr.decode()
-    _applied(lab, 1, workers=2)
+    wait_applied(lab, 1, workers=2)
     items = batches(20, seed=21)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=60)
-    assert _policies_of({r: got[r] for r, _ in items}) == {"lean@1"}
+    assert policies_of({r: got[r] for r, _ in items}) == {"lean@1"}
     lags = []
     for cycle in range(4):
         action = "kill" if cycle % 2 == 0 else "unkill"
-        proc = _cli(lab, "control", action, "--note", f"cycle {cycle}")
+        proc = run_cli(lab, "control", action, "--note", f"cycle {cycle}")
         assert proc.returncode == 0, proc.stderr.decode()
-        lags += [float(e["lag_ms"]) for e in _applied(lab, 2 + cycle, workers=2)]  # type: ignore[arg-type]
-    assert _audit(lab, "ctx.control_event.v1")[-1]["action"] == "unkill"
-    proc = _cli(lab, "control", "kill")
+        lags += [float(e["lag_ms"]) for e in wait_applied(lab, 2 + cycle, workers=2)]  # type: ignore[arg-type]
+    assert audit_events(lab, "ctx.control_event.v1")[-1]["action"] == "unkill"
+    proc = run_cli(lab, "control", "kill")
     assert proc.returncode == 0
-    _applied(lab, 6, workers=2)
+    wait_applied(lab, 6, workers=2)
     items = batches(20, seed=22)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=60)
-    assert _policies_of({r: got[r] for r, _ in items}) == {"default@1"}
+    assert policies_of({r: got[r] for r, _ in items}) == {"default@1"}
     lags.sort()
     print(
         f"control propagation over {len(lags)} applications: max {lags[-1]:.0f} ms, "
@@ -106,21 +53,21 @@ def test_kill_switch_reaches_two_workers(lab: Lab, tmp_path: Path) -> None:
 def test_a_restarted_worker_keeps_the_control_state(lab: Lab, tmp_path: Path) -> None:
     """The state set before a worker starts is read from the start of the topic."""
     lab.start("fused", log_dir=tmp_path)
-    _warm(lab, seed=30)
-    assert _cli(lab, "control", "set-rollout", "--percent", "100").returncode == 0
+    warm(lab, seed=30)
+    assert run_cli(lab, "control", "set-rollout", "--percent", "100").returncode == 0
     lab.stop_all()
     lab.start("fused", log_dir=tmp_path)
     items = batches(10, seed=31)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=90)
-    assert _policies_of({r: got[r] for r, _ in items}) == {"lean@1"}
-    shown = _cli(lab, "control", "show")
+    assert policies_of({r: got[r] for r, _ in items}) == {"lean@1"}
+    shown = run_cli(lab, "control", "show")
     assert orjson.loads(shown.stdout)["percent"] == 100.0
 
 
 def test_shadow_packs_go_to_the_shadow_topic_only(lab: Lab, tmp_path: Path) -> None:
     """With shadow on, the other policy's pack is written to ctx.shadow.v1, never to packs."""
-    assert _cli(lab, "control", "shadow", "on").returncode == 0
+    assert run_cli(lab, "control", "shadow", "on").returncode == 0
     lab.start("fused", log_dir=tmp_path)
     lab.start("shadow", log_dir=tmp_path)
     items = batches(30, seed=40)
@@ -129,7 +76,7 @@ def test_shadow_packs_go_to_the_shadow_topic_only(lab: Lab, tmp_path: Path) -> N
     live, _ = collect(lab, lab.topics.packs, want, timeout_s=90)
     shadow, _ = collect(lab, lab.topics.shadow, want, timeout_s=90)
     assert set(live) == set(shadow) == want
-    assert _policies_of(live) == {"default@1"} and _policies_of(shadow) == {"lean@1"}
+    assert policies_of(live) == {"default@1"} and policies_of(shadow) == {"lean@1"}
     assert {orjson.loads(v[0])["lane"] for v in shadow.values()} == {"shadow"}
 
 
@@ -137,7 +84,7 @@ def test_replay_pointed_at_the_live_input_topic_writes_no_live_pack(lab: Lab) ->
     """Replay reads the live input topic and writes only shadow packs and traces."""
     items = batches(25, seed=50)
     produce(lab, items)
-    proc = _cli(
+    proc = run_cli(
         lab,
         "replay",
         "--from-topic",
@@ -172,7 +119,7 @@ def test_an_unreadable_control_topic_means_baseline_only(lab: Lab, tmp_path: Pat
     items = batches(5, seed=60)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=90)
-    assert _policies_of(got) == {"default@1"}
+    assert policies_of(got) == {"default@1"}
     assert "CONTROL TOPIC UNREADABLE" in lab.logs[-1].read_text(errors="replace")
 
 
@@ -185,7 +132,7 @@ def test_replay_by_offsets_and_by_time_window(lab: Lab) -> None:
     time.sleep(1.2)
     second = batches(8, seed=71)
     produce(lab, second)
-    proc = _cli(
+    proc = run_cli(
         lab,
         "replay",
         "--from-topic",
@@ -206,7 +153,7 @@ def test_replay_by_offsets_and_by_time_window(lab: Lab) -> None:
     # offset 0 of each of the 4 partitions: one batch per partition that has records
     assert b"replay offsets: 4 batches" in proc.stderr
     iso = datetime.fromtimestamp(middle).isoformat()
-    proc = _cli(
+    proc = run_cli(
         lab,
         "replay",
         "--from-topic",
@@ -223,5 +170,5 @@ def test_replay_by_offsets_and_by_time_window(lab: Lab) -> None:
     )
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"replay window: 8 batches" in proc.stderr
-    cmp = _cli(lab, "compare", "--run-id", "window", "--since", iso)
+    cmp = run_cli(lab, "compare", "--run-id", "window", "--since", iso)
     assert cmp.returncode == 0, cmp.stderr.decode()

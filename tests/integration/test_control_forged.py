@@ -20,9 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from ctxbudget.codec import encode
 from ctxbudget.rollout import ControlState
 from ctxbudget.signing import key_id, load_private_key, sign_state
+from tests.integration.control_checks import audit_events, policies_of, run_cli, wait_applied, warm
+from tests.integration.endpoints import free_port, http_get
 from tests.integration.lab import Lab, batches, collect, produce
-from tests.integration.test_control import _applied, _audit, _cli, _policies_of, _warm
-from tests.integration.test_observability import _free_port, _get
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -97,7 +97,7 @@ def _refusals(lab: Lab, worker_count: int, per_worker: int, timeout_s: float = 6
     deadline = time.monotonic() + timeout_s
     got: list[dict[str, object]] = []
     while time.monotonic() < deadline:
-        got = _audit(lab, REFUSED)
+        got = audit_events(lab, REFUSED)
         by_worker: dict[object, int] = {}
         for e in got:
             by_worker[e["worker"]] = by_worker.get(e["worker"], 0) + 1
@@ -108,7 +108,7 @@ def _refusals(lab: Lab, worker_count: int, per_worker: int, timeout_s: float = 6
 
 
 def _refused_counts(port: int) -> dict[str, float]:
-    status, body = _get(port, "/metrics")
+    status, body = http_get(port, "/metrics")
     assert status == 200
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(body.decode()):
@@ -122,19 +122,19 @@ def _refused_counts(port: int) -> dict[str, float]:
 def test_no_forged_control_record_is_followed(lab: Lab, tmp_path: Path) -> None:
     """Every record of the attack table is refused, counted and audited; the operator's kill,
     unkill and rollout still work, for the running worker and for one started afterwards."""
-    port = _free_port()
+    port = free_port()
     lab.env_overrides["CTXBUDGET_METRICS_PORT"] = str(port)
     lab.start("fused", log_dir=tmp_path)
-    _warm(lab, seed=80)
+    warm(lab, seed=80)
     assert _refused_counts(port) == dict.fromkeys(EXPECTED | {"malformed": 0, "stale": 0,
                                                               "same_version": 0}, 0.0)  # fmt: skip
     assert (
-        _cli(lab, "control", "set-rollout", "--percent", "0", "--candidate", "lean@1").returncode
+        run_cli(lab, "control", "set-rollout", "--percent", "0", "--candidate", "lean@1").returncode
         == 0
     )
-    proc = _cli(lab, "control", "kill", "--note", "before the attack")
+    proc = run_cli(lab, "control", "kill", "--note", "before the attack")
     assert proc.returncode == 0, proc.stderr.decode()
-    _applied(lab, 2, workers=1)
+    wait_applied(lab, 2, workers=1)
     assert lab.private_key is not None
     operator_key = load_private_key(lab.private_key)
     attack = _forged(_control_record(lab, 2), operator_key)
@@ -160,11 +160,11 @@ def test_no_forged_control_record_is_followed(lab: Lab, tmp_path: Path) -> None:
     items = batches(10, seed=81)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=60)
-    assert _policies_of({r: got[r] for r, _ in items}) == {"default@1"}
-    assert [e["version"] for e in _audit(lab, "ctx.control_applied.v1")] == [1, 2]
+    assert policies_of({r: got[r] for r, _ in items}) == {"default@1"}
+    assert [e["version"] for e in audit_events(lab, "ctx.control_applied.v1")] == [1, 2]
 
     # the operator still sees its own state, who signed it, and every refused record
-    shown = _cli(lab, "control", "show")
+    shown = run_cli(lab, "control", "show")
     assert shown.returncode == 0, shown.stderr.decode()
     state = orjson.loads(shown.stdout)
     kid = key_id(operator_key.public_key())
@@ -174,28 +174,28 @@ def test_no_forged_control_record_is_followed(lab: Lab, tmp_path: Path) -> None:
 
     # and its commands still work: unkill, a full rollout, then the kill sends traffic to
     # the operator's baseline, not the forged one
-    assert _cli(lab, "control", "unkill").returncode == 0
-    proc = _cli(lab, "control", "set-rollout", "--percent", "100")
+    assert run_cli(lab, "control", "unkill").returncode == 0
+    proc = run_cli(lab, "control", "set-rollout", "--percent", "100")
     assert proc.returncode == 0, proc.stderr.decode()
-    applied = _applied(lab, 4, workers=1)
+    applied = wait_applied(lab, 4, workers=1)
     assert applied[-1]["key_id"] == kid and applied[-1]["before"]["version"] == 3
     items = batches(10, seed=82)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=60)
-    assert _policies_of({r: got[r] for r, _ in items}) == {"lean@1"}
+    assert policies_of({r: got[r] for r, _ in items}) == {"lean@1"}
 
-    lab.env_overrides["CTXBUDGET_METRICS_PORT"] = str(_free_port())
+    lab.env_overrides["CTXBUDGET_METRICS_PORT"] = str(free_port())
     lab.start("fused", log_dir=tmp_path)  # reads the whole topic, forged records included
-    proc = _cli(lab, "control", "kill", "--note", "after the attack")
+    proc = run_cli(lab, "control", "kill", "--note", "after the attack")
     assert proc.returncode == 0, proc.stderr.decode()
-    _applied(lab, 5, workers=1)
+    wait_applied(lab, 5, workers=1)
     refusals = _refusals(lab, worker_count=2, per_worker=len(attack))
     assert len(refusals) == 2 * len(attack)
     time.sleep(2)
     items = batches(20, seed=83)
     produce(lab, items)
     got, _ = collect(lab, lab.topics.packs, {r for r, _ in items}, timeout_s=90)
-    assert _policies_of({r: got[r] for r, _ in items}) == {"default@1"}
+    assert policies_of({r: got[r] for r, _ in items}) == {"default@1"}
     for log in lab.logs:
         text = log.read_text(errors="replace")
         # one line per reason (the rate limit), not one per record
@@ -207,12 +207,14 @@ def test_a_flood_of_forged_records_does_not_hold_back_the_kill(lab: Lab, tmp_pat
     within seconds, the flood is one log line and 5,000 counted refusals."""
     flood = 5000
     lab.start("fused", log_dir=tmp_path)
-    _warm(lab, seed=84)
+    warm(lab, seed=84)
     assert (
-        _cli(lab, "control", "set-rollout", "--percent", "100", "--candidate", "lean@1").returncode
+        run_cli(
+            lab, "control", "set-rollout", "--percent", "100", "--candidate", "lean@1"
+        ).returncode
         == 0
     )
-    _applied(lab, 1, workers=1)
+    wait_applied(lab, 1, workers=1)
     forged = encode(ControlState(baseline="lean@1", killed=False, version=10**9))
     mallory = KafkaProducer(bootstrap_servers=lab.broker.bootstrap, acks=1, linger_ms=20)
     for _ in range(flood):
@@ -220,9 +222,9 @@ def test_a_flood_of_forged_records_does_not_hold_back_the_kill(lab: Lab, tmp_pat
     mallory.flush()
     mallory.close()
     started = time.monotonic()
-    proc = _cli(lab, "control", "kill", "--note", "under a flood")
+    proc = run_cli(lab, "control", "kill", "--note", "under a flood")
     assert proc.returncode == 0, proc.stderr.decode()
-    lag_ms = float(_applied(lab, 2, workers=1, timeout_s=60)[-1]["lag_ms"])  # type: ignore[arg-type]
+    lag_ms = float(wait_applied(lab, 2, workers=1, timeout_s=60)[-1]["lag_ms"])  # type: ignore[arg-type]
     took = time.monotonic() - started
     print(f"kill after {flood} forged records: applied {lag_ms:.0f} ms after its record "
           f"({took:.1f} s including the command)")  # fmt: skip

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import socket
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import orjson
@@ -14,56 +11,25 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ctxbudget.codec import encode
 from ctxbudget.testing.traffic import synthetic
+from tests.integration.endpoints import (
+    READINESS_BACK_BOUND_S,
+    READINESS_LOSS_BOUND_S,
+    free_port,
+    http_get,
+    seconds_until,
+    wait_for,
+)
 from tests.integration.lab import Lab, PrivateBroker, batches, collect, produce
-
-#: Readiness must be false this soon after the broker is lost (seconds).
-READINESS_LOSS_BOUND_S = 30.0
-#: And true again this soon after it is back (a rejoin of the group included).
-READINESS_BACK_BOUND_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _get(port: int, path: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except OSError:
-        return 0, b""
-
-
-def _wait(port: int, path: str, code: int, timeout_s: float) -> bytes:
-    deadline = time.monotonic() + timeout_s
-    got = (0, b"")
-    while time.monotonic() < deadline:
-        got = _get(port, path)
-        if got[0] == code:
-            return got[1]
-        time.sleep(0.5)
-    raise AssertionError(f"{path} answered {got} instead of {code}")
-
-
-def _seconds_until(port: int, path: str, code: int, timeout_s: float) -> float:
-    """Seconds until ``path`` answers ``code``; fails after ``timeout_s``."""
-    t0 = time.monotonic()
-    _wait(port, path, code, timeout_s)
-    return time.monotonic() - t0
 
 
 def test_a_worker_serves_metrics_health_and_readiness(lab: Lab, tmp_path: Path) -> None:
     """The endpoints answer and /metrics counts what the worker did; the log is JSON lines."""
-    port = _free_port()
+    port = free_port()
     lab.env_overrides["CTXBUDGET_METRICS_PORT"] = str(port)
     lab.env_overrides["CTXBUDGET_LOG_FORMAT"] = "json"
     lab.start("fused", log_dir=tmp_path)
-    _wait(port, "/healthz", 200, 60)
-    _wait(port, "/readyz", 200, 60)
+    wait_for(port, "/healthz", 200, 60)
+    wait_for(port, "/readyz", 200, 60)
     items = batches(40, seed=21)
     produce(lab, [("bad-json", b"{nope"), *items])
     got, dead = collect(lab, lab.topics.packs, {rid for rid, _ in items}, timeout_s=120)
@@ -71,7 +37,7 @@ def test_a_worker_serves_metrics_health_and_readiness(lab: Lab, tmp_path: Path) 
     deadline = time.monotonic() + 30
     samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     while time.monotonic() < deadline:
-        body = _wait(port, "/metrics", 200, 10)
+        body = wait_for(port, "/metrics", 200, 10)
         samples = {
             (s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(body.decode())
@@ -100,20 +66,20 @@ def test_readiness_follows_the_broker_away_and_back(
 ) -> None:
     """Broker stopped: /readyz 503 within 30 s (liveness stays 200); back: 200 again."""
     lab, own = private_lab
-    port = _free_port()
+    port = free_port()
     lab.env_overrides.update(CTXBUDGET_METRICS_PORT=str(port), CTXBUDGET_LOG_FORMAT="json")
     lab.start("fused", log_dir=tmp_path)
-    _wait(port, "/readyz", 200, 90)
+    wait_for(port, "/readyz", 200, 90)
     own.stop()
-    lost = _seconds_until(port, "/readyz", 503, READINESS_LOSS_BOUND_S)
-    code, body = _get(port, "/readyz")
+    lost = seconds_until(port, "/readyz", 503, READINESS_LOSS_BOUND_S)
+    code, body = http_get(port, "/readyz")
     assert code == 503 and b"no answer from the broker" in body
-    assert _get(port, "/healthz")[0] == 200
-    metrics = _wait(port, "/metrics", 200, 10).decode()
+    assert http_get(port, "/healthz")[0] == 200
+    metrics = wait_for(port, "/metrics", 200, 10).decode()
     assert "ctxbudget_broker_reachable 0.0" in metrics and "ctxbudget_worker_ready 0.0" in metrics
     assert "ctxbudget_consumer_lag{" not in metrics  # no stale "caught up"
     lab.broker = own.start()
-    back = _seconds_until(port, "/readyz", 200, READINESS_BACK_BOUND_S)
+    back = seconds_until(port, "/readyz", 200, READINESS_BACK_BOUND_S)
     print(
         f"readiness false {lost:.1f}s after the broker stopped, true {back:.1f}s after it returned"
     )

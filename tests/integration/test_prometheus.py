@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.lab import Lab, PrivateBroker, batches, produce
-from tests.integration.test_observability import (
+from tests.integration.endpoints import (
     READINESS_BACK_BOUND_S,
     READINESS_LOSS_BOUND_S,
-    _free_port,
-    _seconds_until,
-    _wait,
+    free_port,
+    seconds_until,
+    wait_for,
 )
+from tests.integration.lab import Lab, PrivateBroker, batches, produce
 from tests.paths import REPO
 
 RULES = REPO / "ops" / "alerts" / "ctxbudget-rules.yaml"
@@ -127,7 +127,7 @@ def prometheus_for(tmp_path: Path) -> Iterator[Callable[[int], Prometheus]]:
             "  - job_name: ctxbudget\n"
             f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]\n"
         )
-        port = _free_port()
+        port = free_port()
         assert PROMETHEUS is not None
         proc = subprocess.Popen(
             [
@@ -163,11 +163,11 @@ def test_prometheus_sees_the_first_dead_letter_a_broker_loss_and_a_dead_worker(
     alert; a lost broker turns readiness false within 30 s and fires CtxbudgetBrokerUnreachable;
     back, ready again; a killed worker is `up == 0` and CtxbudgetWorkerDown."""
     lab, own = private_lab
-    port = _free_port()
+    port = free_port()
     lab.env_overrides.update(CTXBUDGET_METRICS_PORT=str(port), CTXBUDGET_LOG_FORMAT="json")
     worker = lab.start("fused", log_dir=tmp_path)
     prom = prometheus_for(port)
-    _wait(port, "/readyz", 200, 90)
+    wait_for(port, "/readyz", 200, 90)
     _until("ready in Prometheus", lambda: prom.value("ctxbudget_worker_ready") == 1, 30)
     dead = 'ctxbudget_dead_letters_total{stage="fused", error_type="InputError"}'
     assert prom.value(dead) == 0  # exported at 0 before any dead letter
@@ -185,7 +185,7 @@ def test_prometheus_sees_the_first_dead_letter_a_broker_loss_and_a_dead_worker(
 
     # the broker goes away
     own.stop()
-    lost = _seconds_until(port, "/readyz", 503, READINESS_LOSS_BOUND_S)
+    lost = seconds_until(port, "/readyz", 503, READINESS_LOSS_BOUND_S)
     _until("not ready in Prometheus", lambda: prom.value("ctxbudget_worker_ready") == 0, 15)
     assert prom.value("ctxbudget_broker_reachable") == 0
     assert prom.query("ctxbudget_consumer_lag") == []  # no stale "caught up"
@@ -204,7 +204,7 @@ def test_prometheus_sees_the_first_dead_letter_a_broker_loss_and_a_dead_worker(
 
     # and comes back
     lab.broker = own.start()
-    back = _seconds_until(port, "/readyz", 200, READINESS_BACK_BOUND_S)
+    back = seconds_until(port, "/readyz", 200, READINESS_BACK_BOUND_S)
     _until("ready again in Prometheus", lambda: prom.value("ctxbudget_worker_ready") == 1, 15)
     _until(
         "CtxbudgetBrokerUnreachable resolved",

@@ -85,6 +85,7 @@ def test_host_clients_have_their_own_advertised_listener() -> None:
 
 
 def test_kafka_keeps_its_data_on_a_named_volume() -> None:
+    """Kafka's log directory is a named volume and the cluster id a valid KRaft id."""
     kafka = COMPOSE["services"]["kafka"]
     assert kafka["environment"]["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
     assert "kafka-data:/var/lib/kafka/data" in kafka["volumes"]
@@ -94,6 +95,7 @@ def test_kafka_keeps_its_data_on_a_named_volume() -> None:
 
 
 def test_every_long_running_service_has_a_healthcheck_and_limits() -> None:
+    """Kafka and each stage have a healthcheck and CPU/memory limits; the topics job none."""
     services = COMPOSE["services"]
     for name in ("kafka", *STAGES):
         svc = services[name]

@@ -1,16 +1,23 @@
-"""Consolidation: families, versions, spans and parents, with every merged id recorded."""
+"""The consolidation stage (ctxbudget.stages.consolidate): families, versions, spans and parents
+with every merged id recorded, and the pair-work budget on hostile batches."""
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import pytest
 
+import ctxbudget.stages.consolidate as consolidate_mod
 from ctxbudget.codec import encode
 from ctxbudget.errors import LimitError
+from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
-from ctxbudget.schemas import Candidate, CandidateBatch, ConsolidatedBatch
-from ctxbudget.stages.consolidate import Consolidator
+from ctxbudget.schemas import Candidate, CandidateBatch, ConsolidatedBatch, RoutedBatch
+from ctxbudget.stages.consolidate import Consolidator, _Disjoint
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.testing import batch, candidate
+from ctxbudget.text import containment, jaccard
 from ctxbudget.tokens import TokenizerRegistry
 
 PRESS = (
@@ -257,3 +264,132 @@ def test_identical_text_under_two_chunk_ids_is_one_family(store: PolicyStore, wh
     )
     assert sorted(it.chunk_ids for it in out.items) == [("a", "b"), ("c",)]
     assert [(f.chunk_id, f.reason) for f in out.dropped] == [("b", "duplicate")]
+
+
+def _routed(store: PolicyStore, b: CandidateBatch) -> tuple[Consolidator, RoutedBatch]:
+    policy, rules = store.get("default@1")
+    routed = QueryRouter(policy=policy, rules=rules, tokenizers=TokenizerRegistry()).run(b)
+    return Consolidator(policy=policy), routed
+
+
+def _every_pair(
+    self: Consolidator,
+    units: list[Any],
+    repeated: dict[int, int],
+    cands: Any,
+    exact: list[str],
+) -> _Disjoint:
+    """The reference: every unit paired with every other, as consolidation always decided."""
+    nd = self.policy.near_duplicate
+    sets = _Disjoint(len(units))
+    for a in range(len(units)):
+        for b in range(a + 1, len(units)):
+            sa, sb = units[a].shingle_set, units[b].shingle_set
+            near = bool(sa & sb) and (
+                jaccard(sa, sb) >= nd.jaccard or containment(sa, sb) >= nd.containment
+            )
+            if exact[a] == exact[b] or (near and not self._independent(units[a], units[b], cands)):
+                sets.union(a, b)
+    return sets
+
+
+BASES = [
+    "The gateway rotates API keys every ninety days and keeps the old key for a day.",
+    "Install the command line tool with the package manager, then log in with your key.",
+    "Error 502 means the upstream service did not answer before the proxy timed out.",
+    "Straße und Brücke: die Stadt erneuert im Sommer die Übergänge am Fluss.",
+]
+
+
+def _variant(rng: random.Random, text: str) -> str:
+    roll = rng.random()
+    if roll < 0.35:
+        return text  # identical
+    if roll < 0.5:
+        return text.upper()  # same normalised text
+    if roll < 0.75:
+        words = text.split()
+        words[rng.randrange(len(words))] = "changed"
+        return " ".join(words)  # near-identical
+    return text + " " + " ".join(f"extra{rng.randrange(5)}" for _ in range(rng.randrange(1, 8)))
+
+
+def _hostile_batch(rng: random.Random) -> CandidateBatch:
+    cands: list[Candidate] = []
+    for i in range(rng.randrange(2, 40)):
+        extra: dict[str, Any] = {"source_id": rng.choice(["kb", "wiki", "blog", "forum", "news"])}
+        authority = rng.choice([None, 0.95, 0.95, 0.3])
+        if authority is not None:
+            extra["authority"] = authority
+        cands.append(
+            candidate(f"c{i}", _variant(rng, rng.choice(BASES)), rng.choice([1.0, 2.0]), **extra)
+        )
+    return batch(cands)
+
+
+def test_consolidation_decides_as_pairing_every_unit_with_every_unit(
+    store: PolicyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Collapsing identical shingle sets first changes no family, no fate and no byte."""
+    rng = random.Random(7)
+    for _ in range(150):
+        consolidator, routed = _routed(store, _hostile_batch(rng))
+        fast = encode(consolidator.run(routed))
+        with monkeypatch.context() as m:
+            m.setattr(Consolidator, "_join_copies", _every_pair)
+            slow = encode(consolidator.run(routed))
+        assert fast == slow
+
+
+def test_identical_passages_cost_no_pairwise_work(
+    store: PolicyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3,000 copies of one passage: one family, and the near-duplicate join sees one set."""
+    seen: list[int] = []
+    monkeypatch.setattr(consolidate_mod, "check_pair_work", lambda n, limit: seen.append(n))
+    cands = [candidate(f"c{i}", BASES[0], source_id=f"s{i % 7}") for i in range(3000)]
+    consolidator, routed = _routed(store, batch(cands))
+    out = consolidator.run(routed)
+    assert len(out.items) == 1 and len(out.items[0].chunk_ids) == 3000
+    assert {f.reason for f in out.dropped} == {"duplicate"}
+    assert seen == []
+
+
+def test_many_near_identical_passages_exceed_the_work_budget(pipeline: Pipeline) -> None:
+    """600 passages that differ in one word each would pair quadratically: a LimitError."""
+    cands = [candidate(f"c{i}", f"{BASES[0] * 3} variant{i}") for i in range(600)]
+    with pytest.raises(LimitError, match="max_pair_checks") as info:
+        pipeline.run(batch(cands))
+    assert info.value.size > info.value.allowed == 2_000_000
+
+
+def test_a_matrix_of_embeddings_counts_against_the_work_budget(store: PolicyStore) -> None:
+    """Cosine pairs are every pair: the budget is checked before the matrix is made."""
+    cands = [
+        candidate(f"c{i}", f"passage number {i} about item {i}", embedding=(1.0, float(i)))
+        for i in range(60)
+    ]
+    policy, rules = store.get("default@1")
+    routed = QueryRouter(policy=policy, rules=rules, tokenizers=TokenizerRegistry()).run(
+        batch(cands)
+    )
+    with pytest.raises(LimitError, match="max_pair_checks"):
+        Consolidator(policy=policy, max_pair_checks=1000).run(routed)
+    Consolidator(policy=policy, max_pair_checks=1770).run(routed)
+
+
+def test_a_long_document_in_many_chunks_merges_into_one_text(store: PolicyStore) -> None:
+    """2,000 touching spans of one document merge in order (the text built once)."""
+    text = "".join(f"w{i:04d} " for i in range(2000))
+    cands = [
+        candidate(
+            f"c{i:04d}",
+            text[i * 6 : i * 6 + 6],
+            doc_id="doc",
+            span={"start": i * 6, "end": i * 6 + 6},
+        )
+        for i in range(2000)
+    ]
+    consolidator, routed = _routed(store, batch(cands))
+    (item,) = consolidator.run(routed).items
+    assert item.text == text and len(item.pieces) == 2000

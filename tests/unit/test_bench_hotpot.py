@@ -60,6 +60,7 @@ def _originals(g: GeneratedBatch) -> list[str]:
 def test_every_line_validates_and_there_is_one_batch_per_question(
     budget: str, awkward: bool, traffic: dict[tuple[str, bool], list[GeneratedBatch]]
 ) -> None:
+    """100 batches per setting, one per question, each a valid candidate batch."""
     generated = traffic[(budget, awkward)]
     assert len(generated) == 100
     ids = [g.batch.request_id for g in generated]
@@ -81,6 +82,7 @@ def test_every_line_validates_and_there_is_one_batch_per_question(
 def test_relevant_ids_are_the_supporting_paragraphs_among_the_candidates(
     budget: str, awkward: bool, traffic: dict[tuple[str, bool], list[GeneratedBatch]]
 ) -> None:
+    """The relevant ids are the two supporting paragraphs, both original candidates."""
     for g in traffic[(budget, awkward)]:
         assert g.batch.labels is not None
         relevant = set(g.batch.labels.relevant_chunk_ids)
@@ -97,6 +99,7 @@ def test_every_supporting_sentence_is_in_its_paragraph(
     traffic: dict[tuple[str, bool], list[GeneratedBatch]],
     questions: dict[str, hotpot.HotpotQuestion],
 ) -> None:
+    """Every supporting fact is in the truth once, a trimmed sentence of its paragraph."""
     for g in traffic[(budget, awkward)]:
         q = questions[g.batch.request_id.rsplit("-", 1)[1]]
         n_facts = len(set(q.supporting_facts))
@@ -117,6 +120,7 @@ def test_originals_are_one_wikipedia_source_with_stable_ids(
     traffic: dict[tuple[str, bool], list[GeneratedBatch]],
     questions: dict[str, hotpot.HotpotQuestion],
 ) -> None:
+    """Originals hold the whole context under stable ids, all from one Wikipedia source."""
     clean = traffic[("moderate", False)]
     for g in clean:
         q = questions[g.batch.request_id.rsplit("-", 1)[1]]
@@ -143,6 +147,7 @@ def test_originals_are_one_wikipedia_source_with_stable_ids(
 def test_clean_traffic_has_10_to_25_candidates_sorted_by_bm25(
     traffic: dict[tuple[str, bool], list[GeneratedBatch]],
 ) -> None:
+    """Clean batches hold 10 to 25 candidates, drawn per question, sorted by BM25."""
     for budget in ("moderate", "tight"):
         counts = [len(g.batch.candidates) for g in traffic[(budget, False)]]
         assert all(10 <= n <= 25 for n in counts)
@@ -170,6 +175,7 @@ def test_settings_share_their_originals(
 def test_evidence_budget_is_in_range(
     budget: str, awkward: bool, traffic: dict[tuple[str, bool], list[GeneratedBatch]]
 ) -> None:
+    """The naive evidence budget of each batch lies in its setting's range."""
     lo, hi = EVIDENCE_BUDGET[budget]
     counter = default_counter()
     for g in traffic[(budget, awkward)]:
@@ -191,6 +197,7 @@ def test_same_seed_gives_identical_output(
 def test_awkward_traffic_mixes_in_the_known_cases(
     traffic: dict[tuple[str, bool], list[GeneratedBatch]],
 ) -> None:
+    """Awkward traffic holds every known awkward case often enough; clean only originals."""
     generated = traffic[("moderate", True)]
     seen: Counter[str] = Counter()
     for g in generated:
@@ -218,6 +225,7 @@ def test_truth_support_and_qtype_round_trip(
     traffic: dict[tuple[str, bool], list[GeneratedBatch]],
     questions: dict[str, hotpot.HotpotQuestion],
 ) -> None:
+    """Truth lines round-trip support and question type; an older line still reads."""
     qtypes: Counter[str | None] = Counter()
     for g in traffic[("moderate", True)]:
         line = g.truth.to_json()
@@ -237,6 +245,7 @@ def test_truth_support_and_qtype_round_trip(
 def test_cli_writes_batches_and_truth_outside_the_repository(
     tmp_path: Path, corpus: hotpot.HotpotCorpus
 ) -> None:
+    """The converter writes 100 batches and their truth to a path outside the repository."""
     out = tmp_path / "hotpot.jsonl"
     code = hotpot.main(["--budget", "tight", "--out", str(out), "--data-dir", str(_folder())])
     assert code == 0
@@ -247,12 +256,14 @@ def test_cli_writes_batches_and_truth_outside_the_repository(
 
 
 def test_cli_refuses_to_write_inside_the_repository(tmp_path: Path) -> None:
+    """The converter exits 2 on an output path inside the repository and writes nothing."""
     inside = hotpot.REPO_ROOT / "hotpot-should-not-exist.jsonl"
     assert hotpot.main(["--budget", "moderate", "--out", str(inside)]) == 2
     assert not inside.exists()
 
 
 def test_missing_data_is_a_clear_error(tmp_path: Path) -> None:
+    """A missing folder is a TrafficError naming it; an unknown budget a ValueError."""
     with pytest.raises(TrafficError, match="HotpotQA sample not found"):
         hotpot.from_hotpot(tmp_path)
     with pytest.raises(ValueError, match="budget"):

@@ -1,5 +1,5 @@
-"""What reaches the prompt is escaped: no rendered field can break a line of a tag, and no
-text or attribute can open or close an envelope tag, raw or look-alike."""
+"""Escaping (ctxbudget.escaping) of what reaches the prompt: no rendered field can break a
+line of a tag, and no text or attribute can open or close an envelope tag, raw or look-alike."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ def _low_trust(pipeline: Pipeline) -> Pipeline:
 
 
 def test_the_pack_lists_what_was_withheld_and_the_block_says_so(pipeline: Pipeline) -> None:
+    """Withheld passages are listed by id, never by text, and the header says so."""
     pack = pipeline.run(_batch()).pack
     assert [w.chunk_id for w in pack.withheld] == ["bad"]
     assert pack.withheld[0].reason == "quarantined" and pack.withheld[0].detail
@@ -41,6 +42,7 @@ def test_the_pack_lists_what_was_withheld_and_the_block_says_so(pipeline: Pipeli
 
 
 def test_the_notice_is_a_policy_option(pipeline: Pipeline) -> None:
+    """With withheld_notice off the block has no notice; the pack still lists them."""
     quiet = Pipeline(
         policy=pipeline.policy.model_copy(update={"withheld_notice": False}),
         rules=pipeline.router.rules,
@@ -51,6 +53,7 @@ def test_the_notice_is_a_policy_option(pipeline: Pipeline) -> None:
 
 
 def test_low_trust_renders_flagged_passages_marked_low(pipeline: Pipeline) -> None:
+    """Under low_trust a flagged passage is rendered marked trust="low", not withheld."""
     pack = _low_trust(pipeline).run(_batch()).pack
     assert pack.withheld == ()
     trust = {e.chunk_ids[0]: e.trust for e in pack.evidence}
@@ -61,6 +64,7 @@ def test_low_trust_renders_flagged_passages_marked_low(pipeline: Pipeline) -> No
 
 
 def test_low_trust_still_withholds_envelope_forgery(pipeline: Pipeline) -> None:
+    """Under low_trust a passage forging envelope markup is still withheld."""
     b = batch(
         [
             candidate("good", "API keys expire after 90 days and can be rotated.", 9.0),

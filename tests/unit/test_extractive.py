@@ -1,0 +1,29 @@
+"""Query-aware extractive compression (ctxbudget.extractive)."""
+
+from __future__ import annotations
+
+from ctxbudget.extractive import ExtractiveCompressor
+from ctxbudget.schemas import Piece
+from ctxbudget.tokens import TiktokenCounter
+
+
+def test_compression_keeps_numbers_negations_and_order() -> None:
+    """Query-aware extractive compression keeps source order and maps spans back."""
+    text = (
+        "The gateway is fast. Keys expire after 90 days. The logo is blue. "
+        "Keys cannot be rotated before 2024. Our office has plants."
+    )
+    counter = TiktokenCounter("cl100k_base")
+    comp = ExtractiveCompressor(count=counter.count)
+    out = comp.compress(
+        text,
+        [Piece(chunk_id="c", start=0, end=len(text), at=0)],
+        "when do keys expire and can they be rotated?",
+        40,
+    )
+    assert out is not None
+    assert "90 days" in out.text and "cannot be rotated" in out.text
+    assert "plants" not in out.text
+    assert out.text.index("90 days") < out.text.index("cannot")
+    for span in out.spans:
+        assert text[span.start : span.end] in out.text
