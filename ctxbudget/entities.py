@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from ctxbudget.schemas import ConsolidatedItem
-from ctxbudget.text import STOPWORDS, name_phrases, words
+from ctxbudget.text import STOPWORDS, fold_accents, name_phrases, words
 
 
 @lru_cache(maxsize=4096)
@@ -136,3 +136,11 @@ def linkable(name: str, holders: int) -> bool:
     link): a one-word name ("Hiroshima", "Stockholm") links as a longer one does."""
     del holders  # rarity is the link's strength, not a gate
     return name not in CALENDAR_WORDS
+
+
+def passed_names(names: dict[str, int], qpadded: str) -> dict[str, int]:
+    """The names an item can hand to the next hop: its linkable distinctive names that the
+    question does not say (``qpadded``: the question's accent-folded words, space-padded)."""
+    return {
+        n: k for n, k in names.items() if f" {fold_accents(n)} " not in qpadded and linkable(n, k)
+    }

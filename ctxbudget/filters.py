@@ -1,18 +1,45 @@
-"""Build the pre-admission evidence filter a policy names (the conformal filter).
+"""The pre-admission evidence filter: what selection asks of one, and the filter a policy names.
 
-A policy names one calibration file (relative to the policies folder) and, per query class,
-the ``alpha`` to hold. Classes without an alpha are not filtered. A missing, unreadable or
-mismatched calibration is a :class:`~ctxbudget.conformal.CalibrationError` at load time,
-never a silent pass-through.
+Selection sees a filter through :class:`EvidenceFilter` (bound to a batch, it says whether a
+candidate passes, and states the coverage it holds). The one the package builds is the
+conformal filter: a policy names one calibration file (relative to the policies folder) and,
+per query class, the ``alpha`` to hold. Classes without an alpha are not filtered. A missing,
+unreadable or mismatched calibration is a :class:`~ctxbudget.conformal.CalibrationError` at
+load time, never a silent pass-through.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from ctxbudget.conformal import CalibrationError, ConformalFilter, load_calibration
 from ctxbudget.policy import Policy
 from ctxbudget.schemas import Candidate, CandidateBatch, Coverage
+
+
+class BoundEvidenceFilter(Protocol):
+    """An evidence filter bound to one batch."""
+
+    def keep(self, candidate: Candidate, query_class: str) -> bool:
+        """Whether ``candidate`` passes the filter of ``query_class``."""
+        ...
+
+
+class EvidenceFilter(Protocol):
+    """A pre-admission filter with a coverage statement (the conformal filter)."""
+
+    def bind(self, batch: CandidateBatch) -> BoundEvidenceFilter:
+        """The filter bound to ``batch`` (a scorer may need the whole batch)."""
+        ...
+
+    def applies_to(self, query_class: str) -> bool:
+        """Whether ``query_class`` is filtered."""
+        ...
+
+    def coverage(self, query_class: str) -> Coverage | None:
+        """The coverage statement of ``query_class``; None when the class is not filtered."""
+        ...
 
 
 class BoundFilter:

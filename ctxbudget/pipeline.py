@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxbudget.extractive import SentenceAnalysis
 from ctxbudget.limits import DEFAULT_MAX_PAIR_CHECKS
@@ -26,10 +27,13 @@ from ctxbudget.schemas import (
 from ctxbudget.stages.compress import PackFinisher
 from ctxbudget.stages.consolidate import Consolidator
 from ctxbudget.stages.route import QueryRouter
-from ctxbudget.stages.select import EvidenceFilter, EvidenceSelector
+from ctxbudget.stages.select import EvidenceSelector
 from ctxbudget.text import ShingleCache
 from ctxbudget.tokens import TokenizerRegistry
 from ctxbudget.trace import Finished, compress_trace, consolidate_trace, route_trace, select_trace
+
+if TYPE_CHECKING:  # annotations only: importing the filters loads the conformal package
+    from ctxbudget.filters import EvidenceFilter
 
 Clock = Callable[[], float]
 

@@ -36,14 +36,14 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, cast
 
 from ctxbudget.entities import (
     RARE_NAME_HOLDERS,
     SHARED_NAME_LINK,
     distinctive_names,
-    linkable,
     links_for,
+    passed_names,
     subject_links,
     subject_of,
 )
@@ -59,22 +59,19 @@ from ctxbudget.extractive import (
 from ctxbudget.memo import BoundedMemo
 from ctxbudget.order import order_items
 from ctxbudget.policy import ClassPolicy, Policy
+from ctxbudget.query import comparison_options, troubleshooting_signals
 from ctxbudget.ranking import best_ranked_member, primary_score_field
 from ctxbudget.schemas import (
     Admission,
-    Candidate,
-    CandidateBatch,
     CandidateFate,
     ConsolidatedBatch,
     ConsolidatedItem,
-    Coverage,
     DropReason,
     PackedBatch,
     Query,
     QueryClass,
 )
 from ctxbudget.text import (
-    STOPWORDS,
     ShingleCache,
     content_terms,
     fold_accents,
@@ -85,29 +82,8 @@ from ctxbudget.text import (
 )
 from ctxbudget.tokens import estimate_tokens
 
-
-class BoundEvidenceFilter(Protocol):
-    """An evidence filter bound to one batch."""
-
-    def keep(self, candidate: Candidate, query_class: str) -> bool:
-        """Whether ``candidate`` passes the filter of ``query_class``."""
-        ...
-
-
-class EvidenceFilter(Protocol):
-    """A pre-admission filter with a coverage statement (the conformal filter)."""
-
-    def bind(self, batch: CandidateBatch) -> BoundEvidenceFilter:
-        """The filter bound to ``batch`` (a scorer may need the whole batch)."""
-        ...
-
-    def applies_to(self, query_class: str) -> bool:
-        """Whether ``query_class`` is filtered."""
-        ...
-
-    def coverage(self, query_class: str) -> Coverage | None:
-        """The coverage statement of ``query_class``; None when the class is not filtered."""
-        ...
+if TYPE_CHECKING:  # annotations only: importing the filters loads the conformal package
+    from ctxbudget.filters import EvidenceFilter
 
 
 @dataclass(slots=True)
@@ -190,134 +166,6 @@ _BEST_FIRST = attrgetter("util", "neg_rank")
 #: break, or ``[.!?]`` then closing quotes or brackets then a space; written to open with
 #: one character class, which the regex engine scans for quickly.
 _ROUGH_END = re.compile(r"[.!?\n](?:(?<=\n)|[\"')\]]*\s)")
-_SIGNAL = re.compile(r"\b[a-z]*\d[\w.\-]*\b|\b0x[0-9a-f]+\b", re.I)
-_ENVIRONMENT = frozenset(
-    [
-        "linux",
-        "windows",
-        "macos",
-        "mac",
-        "ubuntu",
-        "debian",
-        "centos",
-        "rhel",
-        "alpine",
-        "android",
-        "ios",
-        "docker",
-        "kubernetes",
-        "k8s",
-        "aws",
-        "gcp",
-        "azure",
-        "chrome",
-        "firefox",
-        "safari",
-        "python",
-        "java",
-        "node",
-        "arm64",
-        "x86",
-        "amd64",
-    ]
-)
-
-
-_CHOICE = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or)\s", re.I)
-_PAIR = re.compile(r"\s(?:and|with|to)\s", re.I)
-_TOKEN = re.compile(r"[^\s,;:?!()\"“”]+|[,;:?!()\"“”]")
-#: A parenthetical qualifier closing a name ("North Marion High School (Oregon)").
-_QUALIFIER = re.compile(r"\s*\([^()]{1,40}\)\s*$")
-_PARTICLES = frozenset(["of", "the", "de", "del", "la", "le", "du", "da", "von", "van", "y", "&"])
-
-
-def _name_side(segment: str, *, before: bool) -> list[str]:
-    """Up to five words of the name next to a connector: capitalised words (and particles
-    inside a name), read away from the connector up to punctuation or a plain word."""
-    tokens = _TOKEN.findall(_QUALIFIER.sub("", segment) if before else segment)
-    if before:
-        tokens.reverse()
-    out: list[str] = []
-    for tok in tokens:
-        if len(tok) == 1 and not tok.isalnum():
-            break
-        if tok[:1].isupper() or tok[:1].isdigit():
-            out.append(tok)
-        elif tok.lower() in _PARTICLES and (out or not before):
-            if out or tok.lower() != "the":
-                out.append(tok)
-        else:
-            break
-        if len(out) >= 5:
-            break
-    while out and out[-1].lower() in _PARTICLES:
-        out.pop()
-    if before:
-        out.reverse()
-    return out
-
-
-def comparison_options(text: str) -> list[frozenset[str]]:
-    """The options a comparison names: "X vs Y", "X or Y?", "compare X and Y", "Are X and
-    Y both ...?". The names next to the connector are read by their capitals; without
-    capitals, the two content words on each side."""
-    m = _CHOICE.search(text)
-    if m is None:
-        for cand in _PAIR.finditer(text):
-            m = cand
-            break
-    if m is None:
-        return []
-    left_name = _name_side(text[: m.start()], before=True)
-    right_name = _name_side(text[m.end() :], before=False)
-    if left_name and right_name:
-        a = content_terms(" ".join(left_name))
-        b = content_terms(" ".join(right_name))
-    else:
-        left = [w for w in words(text[: m.start()]) if w not in STOPWORDS and w not in _LEAD_WORDS]
-        right = [w for w in words(text[m.end() :]) if w not in STOPWORDS and w not in _LEAD_WORDS]
-        a, b = frozenset(left[-2:]), frozenset(right[:2])
-    # Words both options share ("plan" in "Basic plan vs Pro plan") tell them apart from nothing.
-    a, b = a - b, b - a
-    if not a or not b:
-        return []
-    return [a, b]
-
-
-_LEAD_WORDS = frozenset(
-    [
-        "compare",
-        "comparing",
-        "comparison",
-        "difference",
-        "differences",
-        "between",
-        "which",
-        "better",
-        "worse",
-        "faster",
-        "cheaper",
-        "versus",
-        "vs",
-    ]
-)
-
-
-def troubleshooting_signals(text: str) -> frozenset[str]:
-    """What a troubleshooting question gives a passage to match, lower-cased: tokens
-    holding a digit (error codes, versions, hex values) and names of environments
-    (systems, platforms, runtimes)."""
-    found = {m.group(0).lower() for m in _SIGNAL.finditer(text)}
-    found.update(w for w in words(text) if w in _ENVIRONMENT)
-    return frozenset(found)
-
-
-def _passed_names(names: dict[str, int], qpadded: str) -> dict[str, int]:
-    """The names an item can hand to the next hop: its linkable distinctive names that the
-    question does not say."""
-    return {
-        n: k for n, k in names.items() if f" {fold_accents(n)} " not in qpadded and linkable(n, k)
-    }
 
 
 def _analysis_weight(analysis: SentenceAnalysis) -> int:
@@ -512,7 +360,7 @@ class EvidenceSelector:
                     subject=subject,
                     subject_key=subject_key,
                     named=subject is not None and fold_accents(subject_key) in qpadded,
-                    names=_passed_names(names_of[rank], qpadded) if linking else {},
+                    names=passed_names(names_of[rank], qpadded) if linking else {},
                 )
             )
         named = {o.subject for o in out if o.named and o.subject is not None}

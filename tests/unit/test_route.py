@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ctxbudget.policy import PolicyStore, load_routing
+from ctxbudget.query import comparison_options
 from ctxbudget.schemas import Query
 from ctxbudget.stages.route import QueryRouter, classify
-from ctxbudget.stages.select import comparison_options
 from ctxbudget.testing import batch, candidate
 from ctxbudget.tokens import TokenizerRegistry
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ctxbudget.envelope import parse
 from ctxbudget.pipeline import Pipeline
-from ctxbudget.stages.select import comparison_options
+from ctxbudget.query import comparison_options
 from ctxbudget.testing import batch, candidate
 
 
