@@ -115,10 +115,10 @@ def _consolidated_part(data: Any) -> dict[str, Any] | None:
 def encode_compact(model: BaseModel) -> bytes:
     """``encode``, but items of a Consolidated/PackedBatch leave out their derivable fields."""
     data = model.model_dump(mode="json", by_alias=True)
-    cb = _consolidated_part(data)
-    if cb is not None:
-        cands = cb["routed"]["batch"]["candidates"]
-        for item in cb["items"]:
+    consolidated = _consolidated_part(data)
+    if consolidated is not None:
+        cands = consolidated["routed"]["batch"]["candidates"]
+        for item in consolidated["items"]:
             for name, value in _derived(item, cands).items():
                 if item[name] == value:
                     del item[name]
@@ -130,12 +130,12 @@ def _restore(raw: bytes | str) -> bytes | str:
     or the message is too broken to tell (validation then says what is wrong)."""
     try:
         data = orjson.loads(raw)
-        cb = _consolidated_part(data)
-        if cb is None:
+        consolidated = _consolidated_part(data)
+        if consolidated is None:
             return raw
-        cands = cb["routed"]["batch"]["candidates"]
+        cands = consolidated["routed"]["batch"]["candidates"]
         changed = False
-        for item in cb["items"]:
+        for item in consolidated["items"]:
             missing = _COMPACTABLE.difference(item)
             if missing:
                 derived = _derived(item, cands)

@@ -13,7 +13,7 @@ nothing else is done with it. The limits bound the work and the memory one batch
   levels) refuses deeper documents before they are built;
 - ``max_pair_checks``: the consolidation work budget, the candidate pairs the near-duplicate
   join would compare, counted in linear time before any pair is made (see
-  :func:`ctxbudget.stages.consolidate.near_duplicate_pairs`). Identical passages are collapsed
+  :func:`ctxbudget.near_duplicates.near_duplicate_pairs`). Identical passages are collapsed
   before the join and cost nothing; the budget stops batches of many near-identical ones.
 
 Integers beyond 64 bits are refused by :func:`ctxbudget.codec.check_int_ranges`.

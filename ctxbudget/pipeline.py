@@ -117,22 +117,22 @@ class Pipeline:
         t0 = tick()
         routed = self.router.run(batch, lane=lane, cohort=cohort)
         t1 = tick()
-        cb = self.consolidator.run(routed)
+        consolidated = self.consolidator.run(routed)
         t2 = tick()
-        packed = self.selector.run(cb)
+        packed = self.selector.run(consolidated)
         t3 = tick()
         finished = self.finisher.run(packed)
         t4 = tick()
         ms = ((t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000, (t4 - t3) * 1000)
         traces = (
             route_trace(routed, ms[0]),
-            consolidate_trace(cb, ms[1]),
+            consolidate_trace(consolidated, ms[1]),
             select_trace(packed, ms[2]),
             compress_trace(finished, packed, ms[3]),
         )
         return PipelineResult(
             routed=routed,
-            consolidated=cb,
+            consolidated=consolidated,
             packed=packed,
             finished=finished,
             traces=traces,

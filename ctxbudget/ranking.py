@@ -18,8 +18,9 @@ def primary_score_field(cands: Iterable[Candidate]) -> str:
     return "rerank_score" if any(c.rerank_score is not None for c in cands) else "retrieval_score"
 
 
-def _score(c: Candidate, fld: str) -> float | None:
-    v: float | None = getattr(c, fld)
+def candidate_score(c: Candidate, score_field: str) -> float | None:
+    """``c``'s score in ``score_field`` (the batch's :func:`primary_score_field`)."""
+    v: float | None = getattr(c, score_field)
     return v
 
 
@@ -29,15 +30,15 @@ def rank_key(score: float | None, authority: float, ident: str) -> tuple[int, fl
 
 
 def best_ranked_member(
-    item: ConsolidatedItem, cands: Sequence[Candidate], fld: str, policy: Policy
+    item: ConsolidatedItem, cands: Sequence[Candidate], score_field: str, policy: Policy
 ) -> Candidate:
     """The copy of ``item``'s family that retrieval ranked best (the canonical copy that
-    represents it may rank lower); ``fld`` is the batch's :func:`primary_score_field`."""
+    represents it may rank lower); ``score_field`` is the batch's :func:`primary_score_field`."""
     return cands[
         min(
             item.members,
             key=lambda m: rank_key(
-                _score(cands[m], fld),
+                candidate_score(cands[m], score_field),
                 policy.authority_of(cands[m].source_id, cands[m].authority),
                 cands[m].chunk_id,
             ),

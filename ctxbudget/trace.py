@@ -82,19 +82,21 @@ def _cut_details(routed: RoutedBatch) -> dict[str, object]:
     }
 
 
-def consolidate_trace(cb: ConsolidatedBatch, latency_ms: float = 0.0) -> TraceEvent:
+def consolidate_trace(consolidated: ConsolidatedBatch, latency_ms: float = 0.0) -> TraceEvent:
     """The consolidate stage's event: the item ids accepted, the consolidation drops, and in
     ``details`` each family of more than one chunk."""
-    routed = cb.routed
+    routed = consolidated.routed
     return TraceEvent.model_validate(
         {
             **_base(routed, "consolidate", latency_ms),
             "candidate_count": len(routed.admissible),
-            "accepted_ids": tuple(it.item_id for it in cb.items),
-            "dropped": cb.dropped,
+            "accepted_ids": tuple(it.item_id for it in consolidated.items),
+            "dropped": consolidated.dropped,
             "details": {
                 "families": {
-                    it.item_id: list(it.chunk_ids) for it in cb.items if len(it.chunk_ids) > 1
+                    it.item_id: list(it.chunk_ids)
+                    for it in consolidated.items
+                    if len(it.chunk_ids) > 1
                 },
             },
         }
@@ -105,15 +107,15 @@ def select_trace(packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
     """The select stage's event: the admitted item ids, the drops, and in ``details``
     the admission order, utilities, estimated tokens, items to compress, uncovered
     facets and the coverage statement."""
-    cb = packed.consolidated
-    items = cb.items
+    consolidated = packed.consolidated
+    items = consolidated.items
     return TraceEvent.model_validate(
         {
-            **_base(cb.routed, "select", latency_ms),
+            **_base(consolidated.routed, "select", latency_ms),
             "candidate_count": len(items),
             "accepted_ids": tuple(items[a.item].item_id for a in packed.admitted),
             "dropped": packed.dropped,
-            "budget": cb.routed.budget,
+            "budget": consolidated.routed.budget,
             "details": {
                 "ranked": [
                     items[a.item].item_id for a in sorted(packed.admitted, key=lambda a: a.rank)

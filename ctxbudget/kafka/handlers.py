@@ -321,11 +321,11 @@ class ConsolidateHandler(Handler):
         """The ConsolidatedBatch, under the routed batch's policy, and the consolidate trace."""
         routed = decode(raw, RoutedBatch, limits=self.limits)
         t0 = time.perf_counter()
-        cb = self.pipelines.get(routed.policy).consolidator.run(routed)
+        consolidated = self.pipelines.get(routed.policy).consolidator.run(routed)
         latency = _ms(t0)
         return [
-            self._emit(self.topics.consolidated, cb, cb.request_id),
-            self._trace(consolidate_trace(cb, latency)),
+            self._emit(self.topics.consolidated, consolidated, consolidated.request_id),
+            self._trace(consolidate_trace(consolidated, latency)),
         ]
 
 
@@ -336,9 +336,9 @@ class SelectHandler(Handler):
 
     def run(self, raw: bytes) -> list[Output]:
         """The PackedBatch, under the batch's policy, and the select trace."""
-        cb = decode(raw, ConsolidatedBatch, limits=self.limits)
+        consolidated = decode(raw, ConsolidatedBatch, limits=self.limits)
         t0 = time.perf_counter()
-        packed = self.pipelines.get(cb.routed.policy).selector.run(cb)
+        packed = self.pipelines.get(consolidated.routed.policy).selector.run(consolidated)
         latency = _ms(t0)
         return [
             self._emit(self.topics.packed, packed, packed.request_id),

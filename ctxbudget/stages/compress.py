@@ -116,8 +116,8 @@ class PackFinisher:
         """Render and count the admitted items exactly, compress or drop the least useful while
         over the evidence budget, top up while room is left, and make the Pack.
         :class:`~ctxbudget.errors.TokenizerError` when the batch's tokenizer cannot load."""
-        cb = packed.consolidated
-        routed = cb.routed
+        consolidated = packed.consolidated
+        routed = consolidated.routed
         rules = self.policy.classes[routed.query_class]
         budget = routed.budget.evidence_budget
         counter = self.tokenizers.get(routed.batch.model.tokenizer)
@@ -140,15 +140,15 @@ class PackFinisher:
             if f.reason == "quarantined"
         )
         flagged = {routed.batch.candidates[i].chunk_id for i in routed.flagged}
-        keys = [(it.source_id, it.doc_id, it.item_id, it.text) for it in cb.items]
-        defaults = SetDefaults.common([(it.source_id, it.version) for it in cb.items])
+        keys = [(it.source_id, it.doc_id, it.item_id, it.text) for it in consolidated.items]
+        defaults = SetDefaults.common([(it.source_id, it.version) for it in consolidated.items])
         notice = len(withheld) if self.policy.withheld_notice else 0
         opening = open_set(defaults, notice, marker)
         look = _Look(
             defaults=defaults,
             withheld=notice,
             flagged=frozenset(flagged),
-            links=subject_links(cb.items),
+            links=subject_links(consolidated.items),
             ids=dict(zip(keys, evidence_ids(keys), strict=True)),
             frame_tokens=counter.count(opening) + counter.count(CLOSE_SET),
             empty_block_tokens=counter.count(opening + CLOSE_SET),
@@ -166,7 +166,7 @@ class PackFinisher:
 
         slots: list[_Slot] = []
         for adm in packed.admitted:
-            item = cb.items[adm.item]
+            item = consolidated.items[adm.item]
             ev = self._evidence(look, item, adm.compress_to, compressor, query)
             if ev is None:
                 drop(item)
@@ -176,7 +176,7 @@ class PackFinisher:
         while total > budget and slots:
             details["recounts"] += 1
             victim = min(slots, key=lambda s: (s.admission.utility, -s.admission.rank))
-            item = cb.items[victim.admission.item]
+            item = consolidated.items[victim.admission.item]
             target = victim.tokens - (total - budget) - header_estimate(item) - 8
             ev = None
             if rules.compression and target >= rules.min_compressed_tokens:
@@ -192,7 +192,9 @@ class PackFinisher:
             look, packed, slots, total, budget, counter, compressor, query, restored, details
         )
         ranked = [s.admission.item for s in sorted(slots, key=lambda s: s.admission.rank)]
-        order = order_items(ranked, cb.items, rules.ordering, versions_adjacent=routed.history)
+        order = order_items(
+            ranked, consolidated.items, rules.ordering, versions_adjacent=routed.history
+        )
         by_item = {s.admission.item: s for s in slots}
         placed = [by_item[i] for i in order]
         evidence = tuple(s.evidence for s in placed)
@@ -344,10 +346,15 @@ class PackFinisher:
     def _drop_counts(
         packed: PackedBatch, dropped: list[CandidateFate], restored: list[str]
     ) -> dict[str, int]:
-        cb = packed.consolidated
+        consolidated = packed.consolidated
         counts: Counter[str] = Counter()
         back = Counter(restored)
-        for fate in (*cb.routed.dropped, *cb.dropped, *packed.dropped, *dropped):
+        for fate in (
+            *consolidated.routed.dropped,
+            *consolidated.dropped,
+            *packed.dropped,
+            *dropped,
+        ):
             if fate.reason == "budget" and back[fate.chunk_id] > 0 and fate.detail is None:
                 back[fate.chunk_id] -= 1
                 continue

@@ -216,28 +216,29 @@ class EvidenceSelector:
             text, lambda: analyse(text, self.stems, bounds), _analysis_weight
         )
 
-    def run(self, cb: ConsolidatedBatch) -> PackedBatch:
+    def run(self, consolidated: ConsolidatedBatch) -> PackedBatch:
         """Admit the best items of one batch through the gates and the budget (the module
         docstring), in rendering order; every item left out gets one drop reason."""
-        routed = cb.routed
+        routed = consolidated.routed
         rules = self.policy.classes[routed.query_class]
         query = routed.batch.query
         dropped: list[CandidateFate] = []
         fates: dict[int, DropReason] = {}
         coverage = None
-        items = cb.items
+        items = consolidated.items
         eligible = list(range(len(items)))
-        ef = self.evidence_filter
-        if ef is not None and ef.applies_to(routed.query_class):
-            coverage = ef.coverage(routed.query_class)
-            bound = ef.bind(routed.batch)
+        evidence_filter = self.evidence_filter
+        if evidence_filter is not None and evidence_filter.applies_to(routed.query_class):
+            coverage = evidence_filter.coverage(routed.query_class)
+            bound = evidence_filter.bind(routed.batch)
             cands = routed.batch.candidates
-            fld = primary_score_field(cands[i] for i in routed.admissible)
+            score_field = primary_score_field(cands[i] for i in routed.admissible)
             kept = []
             for i in eligible:
                 # A family is judged by the copy retrieval ranked best.
                 if bound.keep(
-                    best_ranked_member(items[i], cands, fld, self.policy), routed.query_class
+                    best_ranked_member(items[i], cands, score_field, self.policy),
+                    routed.query_class,
                 ):
                     kept.append(i)
                 else:
@@ -278,8 +279,8 @@ class EvidenceSelector:
         order = order_items(ranked, items, rules.ordering, versions_adjacent=routed.history)
         by_item = {a.item: a for a in run.admitted}
         return PackedBatch(
-            request_id=cb.request_id,
-            consolidated=cb,
+            request_id=consolidated.request_id,
+            consolidated=consolidated,
             admitted=tuple(by_item[i] for i in order),
             budget_dropped=tuple(budget_dropped),
             dropped=tuple(dropped),

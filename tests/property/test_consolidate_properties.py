@@ -10,15 +10,10 @@ from itertools import combinations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxbudget.near_duplicates import near_duplicate_pairs, pair_work_bound, table_pairs
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import Candidate, ConsolidatedItem
-from ctxbudget.stages.consolidate import (
-    CANONICAL_KEEP,
-    Consolidator,
-    _pair_work_bound,
-    _table_pairs,
-    near_duplicate_pairs,
-)
+from ctxbudget.stages.consolidate import CANONICAL_KEEP, Consolidator
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.testing import batch, candidate
 from ctxbudget.text import (
@@ -139,6 +134,6 @@ def test_the_table_of_shared_shingles_finds_the_same_pairs_within_the_work_bound
     for a, sa in enumerate(sets):
         assert [common[a, b] for b in range(len(sets))] == [len(sa & sb) for sb in sets]
     found = near_duplicate_pairs(
-        index_sets(sets), jaccard_min, containment_min, max_checks=_pair_work_bound(sets)
+        index_sets(sets), jaccard_min, containment_min, max_checks=pair_work_bound(sets)
     )
-    assert _table_pairs(common, jaccard_min, containment_min) == sorted(found)
+    assert table_pairs(common, jaccard_min, containment_min) == sorted(found)

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-import ctxbudget.stages.consolidate as consolidate_mod
+import ctxbudget.near_duplicates as near_duplicates_mod
 from ctxbudget.codec import encode
 from ctxbudget.errors import LimitError
+from ctxbudget.near_duplicates import DisjointSets
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Candidate, CandidateBatch, ConsolidatedBatch, RoutedBatch
-from ctxbudget.stages.consolidate import Consolidator, _Disjoint
+from ctxbudget.stages.consolidate import Consolidator
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.testing import batch, candidate
 from ctxbudget.text import containment, jaccard
@@ -278,10 +279,10 @@ def _every_pair(
     repeated: dict[int, int],
     cands: Any,
     exact: list[str],
-) -> _Disjoint:
+) -> DisjointSets:
     """The reference: every unit paired with every other, as consolidation always decided."""
     nd = self.policy.near_duplicate
-    sets = _Disjoint(len(units))
+    sets = DisjointSets(len(units))
     for a in range(len(units)):
         for b in range(a + 1, len(units)):
             sa, sb = units[a].shingle_set, units[b].shingle_set
@@ -346,7 +347,7 @@ def test_identical_passages_cost_no_pairwise_work(
 ) -> None:
     """3,000 copies of one passage: one family, and the near-duplicate join sees one set."""
     seen: list[int] = []
-    monkeypatch.setattr(consolidate_mod, "check_pair_work", lambda n, limit: seen.append(n))
+    monkeypatch.setattr(near_duplicates_mod, "check_pair_work", lambda n, limit: seen.append(n))
     cands = [candidate(f"c{i}", BASES[0], source_id=f"s{i % 7}") for i in range(3000)]
     consolidator, routed = _routed(store, batch(cands))
     out = consolidator.run(routed)
