@@ -137,7 +137,7 @@ def measure_pass(
 
 
 def _raw_encoding(pipe: Pipeline, tokenizer: str) -> Any:
-    counter = pipe.finisher.tokenizers.get(tokenizer)
+    counter = pipe.compressor.tokenizers.get(tokenizer)
     return counter._encoding  # type: ignore[attr-defined]  # the uncached tiktoken encoding
 
 

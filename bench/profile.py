@@ -27,7 +27,7 @@ def _fused(lines: tuple[bytes, ...], store: PolicyStore, policy: str) -> None:
         routed = pipe.router.run(batch)
         cb = pipe.consolidator.run(routed)
         packed = pipe.selector.run(cb)
-        finished = pipe.finisher.run(packed)
+        finished = pipe.compressor.run(packed)
         encode(finished.pack)
         for trace in (
             route_trace(routed),

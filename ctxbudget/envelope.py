@@ -292,6 +292,11 @@ def parse(rendered: str) -> list[tuple[dict[str, str], str]]:
     return out
 
 
+#: Envelope markup (ids, offsets, attribute values) tokenizes densely: about this many
+#: characters a token.
+MARKUP_CHARS_PER_TOKEN = 2.5
+
+
 def header_estimate(item: ConsolidatedItem, defaults: SetDefaults | None = None) -> int:
     """Tokens of an item's envelope tags (ids and attribute values tokenize densely)."""
     chars = 22
@@ -301,4 +306,4 @@ def header_estimate(item: ConsolidatedItem, defaults: SetDefaults | None = None)
         chars += 11 + len(item.version or "")
     if item.title and not title_is_redundant(item.title, item.text):
         chars += 9 + len(item.title)
-    return math.ceil(chars / 2.5) + 2
+    return math.ceil(chars / MARKUP_CHARS_PER_TOKEN) + 2

@@ -6,6 +6,7 @@ byte-identical whichever way it was made.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,13 +25,19 @@ from ctxbudget.schemas import (
     RoutedBatch,
     TraceEvent,
 )
-from ctxbudget.stages.compress import PackFinisher
+from ctxbudget.stages.compress import PackCompressor
 from ctxbudget.stages.consolidate import Consolidator
 from ctxbudget.stages.route import QueryRouter
 from ctxbudget.stages.select import EvidenceSelector
 from ctxbudget.text import ShingleCache
 from ctxbudget.tokens import TokenizerRegistry
-from ctxbudget.trace import Finished, compress_trace, consolidate_trace, route_trace, select_trace
+from ctxbudget.trace import (
+    CompressResult,
+    compress_trace,
+    consolidate_trace,
+    route_trace,
+    select_trace,
+)
 
 if TYPE_CHECKING:  # annotations only: importing the filters loads the conformal package
     from ctxbudget.filters import EvidenceFilter
@@ -46,18 +53,28 @@ class PipelineResult:
     routed: RoutedBatch
     consolidated: ConsolidatedBatch
     packed: PackedBatch
-    finished: Finished
+    compressed: CompressResult
     traces: tuple[TraceEvent, ...]
     stage_ms: tuple[float, float, float, float]
 
     @property
     def pack(self) -> Pack:
-        """The Pack (``finished.pack``)."""
-        return self.finished.pack
+        """The Pack (``compressed.pack``)."""
+        return self.compressed.pack
+
+    @property
+    def finished(self) -> CompressResult:
+        """Deprecated name of :attr:`compressed` (the compress stage's result)."""
+        warnings.warn(
+            "PipelineResult.finished is deprecated: use PipelineResult.compressed",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.compressed
 
 
 class Pipeline:
-    """Router → consolidator → selector → finisher, for one policy."""
+    """Router → consolidator → selector → compressor, for one policy."""
 
     def __init__(
         self,
@@ -78,7 +95,7 @@ class Pipeline:
         self.selector = EvidenceSelector(
             policy=policy, evidence_filter=evidence_filter, analyses=analyses, shingles=shingles
         )
-        self.finisher = PackFinisher(policy=policy, tokenizers=tokenizers, analyses=analyses)
+        self.compressor = PackCompressor(policy=policy, tokenizers=tokenizers, analyses=analyses)
 
     @classmethod
     def from_store(
@@ -121,20 +138,20 @@ class Pipeline:
         t2 = tick()
         packed = self.selector.run(consolidated)
         t3 = tick()
-        finished = self.finisher.run(packed)
+        compressed = self.compressor.run(packed)
         t4 = tick()
         ms = ((t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000, (t4 - t3) * 1000)
         traces = (
             route_trace(routed, ms[0]),
             consolidate_trace(consolidated, ms[1]),
             select_trace(packed, ms[2]),
-            compress_trace(finished, packed, ms[3]),
+            compress_trace(compressed, packed, ms[3]),
         )
         return PipelineResult(
             routed=routed,
             consolidated=consolidated,
             packed=packed,
-            finished=finished,
+            compressed=compressed,
             traces=traces,
             stage_ms=ms,
         )

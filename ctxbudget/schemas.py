@@ -443,7 +443,7 @@ class PackedBatch(WireModel):
     request_id: str
     consolidated: ConsolidatedBatch
     admitted: tuple[Admission, ...]
-    #: Items left out only for lack of budget, best first: the finisher may top up with them.
+    #: Items left out only for lack of budget, best first: the compress stage may top up with them.
     budget_dropped: tuple[int, ...]
     dropped: tuple[CandidateFate, ...]
     coverage: Coverage | None = None

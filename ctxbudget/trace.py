@@ -16,7 +16,7 @@ from ctxbudget.schemas import (
 
 
 @dataclass(frozen=True, slots=True)
-class Finished:
+class CompressResult:
     """The pack, with what the compress stage decided (what its trace records)."""
 
     pack: Pack
@@ -130,22 +130,24 @@ def select_trace(packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
     )
 
 
-def compress_trace(finished: Finished, packed: PackedBatch, latency_ms: float = 0.0) -> TraceEvent:
+def compress_trace(
+    result: CompressResult, packed: PackedBatch, latency_ms: float = 0.0
+) -> TraceEvent:
     """The compress stage's event: the chunk ids in the pack, the drops of the exact count, the
     evidence tokens, and in ``details`` what was compressed, topped up or restored, the
     answerability and the pack's drop counts."""
-    pack = finished.pack
+    pack = result.pack
     return TraceEvent.model_validate(
         {
             **_base(packed.consolidated.routed, "compress", latency_ms),
             "candidate_count": len(packed.admitted),
             "accepted_ids": tuple(cid for e in pack.evidence for cid in e.chunk_ids),
-            "dropped": finished.dropped,
+            "dropped": result.dropped,
             "budget": pack.budget,
             "evidence_tokens": pack.evidence_tokens,
             "details": {
-                **finished.details,
-                "restored": list(finished.restored),
+                **result.details,
+                "restored": list(result.restored),
                 "answerability": pack.answerability,
                 "dropped_counts": pack.dropped,
                 "evidence_ids": [e.evidence_id for e in pack.evidence],

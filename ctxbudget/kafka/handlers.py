@@ -356,11 +356,11 @@ class CompressHandler(Handler):
         pack) and the compress trace."""
         packed = decode(raw, PackedBatch, limits=self.limits)
         t0 = time.perf_counter()
-        finished = self.pipelines.get(packed.consolidated.routed.policy).finisher.run(packed)
+        compressed = self.pipelines.get(packed.consolidated.routed.policy).compressor.run(packed)
         latency = _ms(t0)
         return [
-            self.pack_output(finished.pack),
-            self._trace(compress_trace(finished, packed, latency)),
+            self.pack_output(compressed.pack),
+            self._trace(compress_trace(compressed, packed, latency)),
         ]
 
 

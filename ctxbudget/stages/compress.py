@@ -22,6 +22,7 @@ from ctxbudget.cut import source_spans, withheld_sentences
 from ctxbudget.entities import links_for, subject_links
 from ctxbudget.envelope import (
     CLOSE_SET,
+    MARKUP_CHARS_PER_TOKEN,
     SetDefaults,
     datamark_instruction,
     evidence_ids,
@@ -49,20 +50,38 @@ from ctxbudget.schemas import (
     Withheld,
 )
 from ctxbudget.tokens import TokenCounter, TokenizerRegistry
-from ctxbudget.trace import Finished
+from ctxbudget.trace import CompressResult
+
+#: Authority at or above which evidence is rendered as ``high`` trust, and below which as
+#: ``low`` (:func:`trust_of`).
+HIGH_TRUST_AUTHORITY = 0.8
+LOW_TRUST_AUTHORITY = 0.3
+#: Characters a kept sentence adds to the envelope's location attribute beside its chunk id:
+#: the ``:start-end`` offsets and the comma between entries (offsets of four or five digits).
+LOCATION_ENTRY_CHARS = 12
+#: The chunk id length assumed for a batch without candidates.
+DEFAULT_CHUNK_ID_CHARS = 8
+#: Tokens held back when an item over the exact count is compressed again to fit: what the
+#: header estimate misses of the compressed item's envelope (its excerpt attribute, rounding).
+RECOMPRESS_MARGIN_TOKENS = 8
+#: Tokens held back when the top-up asks for one compressed item in the room left.
+TOP_UP_MARGIN_TOKENS = 4
+#: A waiting item is tried whole (rendered and counted exactly) when this share of its
+#: estimate fits the room left: estimates run above the exact count, which decides.
+TOP_UP_ESTIMATE_SHARE = 0.9
 
 
 def trust_of(authority: float) -> Trust:
     """The trust an authority earns: ``high`` at 0.8 or more, ``low`` below 0.3, else ``normal``."""
-    if authority >= 0.8:
+    if authority >= HIGH_TRUST_AUTHORITY:
         return "high"
-    if authority < 0.3:
+    if authority < LOW_TRUST_AUTHORITY:
         return "low"
     return "normal"
 
 
 @dataclass(frozen=True, slots=True)
-class _Look:
+class _PackRendering:
     """How one pack's items are rendered: the set's shared attributes and the items' ids."""
 
     defaults: SetDefaults
@@ -85,7 +104,9 @@ class _Look:
 
 
 @dataclass(slots=True)
-class _Slot:
+class _CountedItem:
+    """An admitted item as the pack holds it: rendered, and counted with the tokenizer."""
+
     admission: Admission
     evidence: EvidenceItem
     tokens: int
@@ -93,7 +114,7 @@ class _Slot:
     rendered: str
 
 
-class PackFinisher:
+class PackCompressor:
     """Stage 4: packed batch in, Pack out (exactly counted, never over budget)."""
 
     def __init__(
@@ -112,7 +133,7 @@ class PackFinisher:
         self.analyses = analyses if analyses is not None else BoundedMemo()
         self.max_topups = max_topups
 
-    def run(self, packed: PackedBatch) -> Finished:
+    def run(self, packed: PackedBatch) -> CompressResult:
         """Render and count the admitted items exactly, compress or drop the least useful while
         over the evidence budget, top up while room is left, and make the Pack.
         :class:`~ctxbudget.errors.TokenizerError` when the batch's tokenizer cannot load."""
@@ -122,9 +143,14 @@ class PackFinisher:
         budget = routed.budget.evidence_budget
         counter = self.tokenizers.get(routed.batch.model.tokenizer)
         query = routed.batch.query.text
-        longest_id = max((len(c.chunk_id) for c in routed.batch.candidates), default=8)
+        longest_id = max(
+            (len(c.chunk_id) for c in routed.batch.candidates), default=DEFAULT_CHUNK_ID_CHARS
+        )
+        # What each kept sentence adds to the location attribute, at the longest chunk id.
         span_cost = (
-            math.ceil((longest_id + 12) / 2.5) if self.policy.envelope_location != "none" else 0
+            math.ceil((longest_id + LOCATION_ENTRY_CHARS) / MARKUP_CHARS_PER_TOKEN)
+            if self.policy.envelope_location != "none"
+            else 0
         )
         marker = self.policy.marker
         compressor = ExtractiveCompressor(
@@ -144,7 +170,7 @@ class PackFinisher:
         defaults = SetDefaults.common([(it.source_id, it.version) for it in consolidated.items])
         notice = len(withheld) if self.policy.withheld_notice else 0
         opening = open_set(defaults, notice, marker)
-        look = _Look(
+        look = _PackRendering(
             defaults=defaults,
             withheld=notice,
             flagged=frozenset(flagged),
@@ -164,7 +190,7 @@ class PackFinisher:
                 for c in item.chunk_ids[: item.unit_size]
             )
 
-        slots: list[_Slot] = []
+        slots: list[_CountedItem] = []
         for adm in packed.admitted:
             item = consolidated.items[adm.item]
             ev = self._evidence(look, item, adm.compress_to, compressor, query)
@@ -177,7 +203,9 @@ class PackFinisher:
             details["recounts"] += 1
             victim = min(slots, key=lambda s: (s.admission.utility, -s.admission.rank))
             item = consolidated.items[victim.admission.item]
-            target = victim.tokens - (total - budget) - header_estimate(item) - 8
+            target = (
+                victim.tokens - (total - budget) - header_estimate(item) - RECOMPRESS_MARGIN_TOKENS
+            )
             ev = None
             if rules.compression and target >= rules.min_compressed_tokens:
                 ev = self._evidence(look, item, target, compressor, query)
@@ -218,7 +246,7 @@ class PackFinisher:
             withheld_sentences=withheld_sentences(routed),
             evidence_instruction=datamark_instruction(marker) if marker and rendered else None,
         )
-        return Finished(
+        return CompressResult(
             pack=pack, dropped=tuple(dropped), restored=tuple(restored), details=details
         )
 
@@ -229,7 +257,7 @@ class PackFinisher:
 
     def _evidence(
         self,
-        look: _Look,
+        look: _PackRendering,
         item: ConsolidatedItem,
         compress_to: int | None,
         compressor: ExtractiveCompressor,
@@ -274,24 +302,26 @@ class PackFinisher:
             compressed=compressed,
         )
 
-    def _slot(self, look: _Look, adm: Admission, ev: EvidenceItem, counter: TokenCounter) -> _Slot:
+    def _slot(
+        self, look: _PackRendering, adm: Admission, ev: EvidenceItem, counter: TokenCounter
+    ) -> _CountedItem:
         text = render_item(ev, self.policy.envelope_location, look.defaults, look.marker)
         n = counter.count(text)
-        return _Slot(
+        return _CountedItem(
             admission=adm, evidence=ev.model_copy(update={"tokens": n}), tokens=n, rendered=text
         )
 
     @staticmethod
-    def _total(look: _Look, slots: list[_Slot]) -> int:
+    def _total(look: _PackRendering, slots: list[_CountedItem]) -> int:
         if not slots:
             return 0
         return look.frame_tokens + sum(s.tokens for s in slots)
 
     def _top_up(
         self,
-        look: _Look,
+        look: _PackRendering,
         packed: PackedBatch,
-        slots: list[_Slot],
+        slots: list[_CountedItem],
         total: int,
         budget: int,
         counter: TokenCounter,
@@ -376,21 +406,21 @@ class _Filler:
 
     def __init__(
         self,
-        finisher: PackFinisher,
-        look: _Look,
+        stage: PackCompressor,
+        look: _PackRendering,
         packed: PackedBatch,
-        slots: list[_Slot],
+        slots: list[_CountedItem],
         total: int,
         budget: int,
         counter: TokenCounter,
         compressor: ExtractiveCompressor,
         query: str,
     ) -> None:
-        self.finisher = finisher
+        self.stage = stage
         self.look = look
         self.packed = packed
         self.items = packed.consolidated.items
-        self.rules = finisher.policy.classes[packed.consolidated.routed.query_class]
+        self.rules = stage.policy.classes[packed.consolidated.routed.query_class]
         self.slots = slots
         self.total = total
         self.budget = budget
@@ -401,7 +431,7 @@ class _Filler:
         self.waiting = list(packed.budget_dropped)
         self.tries = 0
         self.added: list[ConsolidatedItem] = []
-        self.estimate = text_estimator(finisher.policy.marker)
+        self.estimate = text_estimator(stage.policy.marker)
 
     def room(self) -> int:
         used = self.total if self.slots else self.look.empty_block_tokens
@@ -413,18 +443,19 @@ class _Filler:
 
     def whole_items(self) -> None:
         for i in list(self.waiting):
-            if self.tries >= self.finisher.max_topups:
+            if self.tries >= self.stage.max_topups:
                 return
             item = self.items[i]
             estimate = header_estimate(item) + self.estimate(item.text)
-            if self.fits_caps(i) and estimate * 0.9 <= self.room() and self.attempt(i, None):
+            fits = estimate * TOP_UP_ESTIMATE_SHARE <= self.room()
+            if self.fits_caps(i) and fits and self.attempt(i, None):
                 self.waiting.remove(i)
 
     def one_compressed(self) -> None:
-        if not self.rules.compression or self.tries >= self.finisher.max_topups:
+        if not self.rules.compression or self.tries >= self.stage.max_topups:
             return
         for i in self.waiting:
-            target = self.room() - header_estimate(self.items[i]) - 4
+            target = self.room() - header_estimate(self.items[i]) - TOP_UP_MARGIN_TOKENS
             if target < self.rules.min_compressed_tokens:
                 return
             if self.fits_caps(i):
@@ -441,11 +472,11 @@ class _Filler:
             estimated_tokens=0,
             compress_to=compress_to,
         )
-        ev = self.finisher._evidence(self.look, item, compress_to, self.compressor, self.query)
+        ev = self.stage._evidence(self.look, item, compress_to, self.compressor, self.query)
         if ev is None:
             return False
-        slot = self.finisher._slot(self.look, adm, ev, self.counter)
-        new_total = self.finisher._total(self.look, [*self.slots, slot])
+        slot = self.stage._slot(self.look, adm, ev, self.counter)
+        new_total = self.stage._total(self.look, [*self.slots, slot])
         if new_total > self.budget:
             return False
         self.slots.append(slot)

@@ -200,7 +200,7 @@ class EvidenceSelector:
         self.policy = policy
         self.evidence_filter = evidence_filter
         #: Sentence analyses of passages (a pure function of the text), shared with the
-        #: finisher in one process: a passage that recurs is split and read once.
+        #: compress stage in one process: a passage that recurs is split and read once.
         self.analyses = analyses if analyses is not None else BoundedMemo()
         #: Word ids and shingle sets, shared with the consolidator in one process.
         self.shingles = shingles if shingles is not None else ShingleCache()

@@ -144,7 +144,7 @@ def test_every_candidate_not_admitted_has_exactly_one_reason(b: CandidateBatch) 
     routed = PIPE.router.run(b)
     cb = PIPE.consolidator.run(routed)
     packed = PIPE.selector.run(cb)
-    finished = PIPE.finisher.run(packed)
+    finished = PIPE.compressor.run(packed)
     evidence_ids = {e.chunk_ids[0] for e in finished.pack.evidence}
     text_members = sum(it.unit_size for it in cb.items if it.item_id in evidence_ids)
     fates = [*routed.dropped, *cb.dropped, *packed.dropped, *finished.dropped]
