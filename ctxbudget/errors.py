@@ -37,6 +37,11 @@ class KafkaEdgeError(CtxBudgetError):
     """Kafka, the broker or the topics are not as the command needs them (the edge's root)."""
 
 
+def one_line_text(text: str) -> str:
+    """``text`` on one line: every run of whitespace (line breaks included) one space."""
+    return " ".join(text.split())
+
+
 def one_line(e: BaseException, limit: int = 500) -> str:
     """An error as one bounded line; the type is named unless it is one of ours."""
     try:
@@ -46,5 +51,5 @@ def one_line(e: BaseException, limit: int = 500) -> str:
     name = type(e).__name__
     if not isinstance(e, CtxBudgetError) and not text.startswith(name):
         text = f"{name}: {text}" if text else name
-    text = " ".join(text.split())
+    text = one_line_text(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."

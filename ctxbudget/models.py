@@ -30,7 +30,7 @@ from typing import Annotated, Any, TypeAlias, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ctxbudget.errors import ConfigError, CtxBudgetError
+from ctxbudget.errors import ConfigError, CtxBudgetError, one_line_text
 
 __all__ = [
     "ConfigModel",
@@ -173,10 +173,6 @@ def describe_validation(
 # ---------------------------------------------------------------- YAML config files
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _yaml_problem(path: Path, e: yaml.YAMLError) -> str:
     """A YAML syntax error as ``path:line:column: not valid YAML: problem (context)``."""
     if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
@@ -188,10 +184,10 @@ def _yaml_problem(path: Path, e: yaml.YAMLError) -> str:
             if e.context_mark is not None and e.context_mark.line != mark.line:
                 context += f" from line {e.context_mark.line + 1}"
             problem += f" ({context})"
-        return _one_line(f"{where}: not valid YAML: {problem}")
+        return one_line_text(f"{where}: not valid YAML: {problem}")
     if isinstance(e, yaml.reader.ReaderError):
-        return _one_line(f"{path}: not valid YAML: {e.reason} at character {e.position}")
-    return _one_line(f"{path}: not valid YAML: {e}")
+        return one_line_text(f"{path}: not valid YAML: {e.reason} at character {e.position}")
+    return one_line_text(f"{path}: not valid YAML: {e}")
 
 
 def read_yaml(path: Path, *, error: type[CtxBudgetError] = ConfigError) -> Any:

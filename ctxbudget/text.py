@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
 import unicodedata
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, islice
+from itertools import chain
 
 import numpy as np
 
+from ctxbudget.memo import BoundedMemo
 from ctxbudget.native import NATIVE
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -419,65 +419,6 @@ def _weight(text: str, value: frozenset[int]) -> int:
     return sys.getsizeof(text) + sys.getsizeof(value) + 32 * len(value) + 200
 
 
-class _Memo:
-    """A map from (text, size) to shingle sets, bounded in entries and in bytes; the oldest
-    quarter goes when either bound is reached.
-
-    The byte bound counts what an entry keeps alive (:func:`_weight`): the text of the key
-    and the set; one entry over an eighth of it is not remembered at all, so a few huge
-    passages cannot push out everything else. Thread-safe for the workers' CPU threads.
-    Values are immutable and a pure function of the key, so the memo can never change a
-    result, only skip recomputing one.
-    """
-
-    def __init__(self, maxsize: int, max_bytes: int) -> None:
-        if maxsize < 1 or max_bytes < 1:
-            raise ValueError("the memo needs room for at least one entry")
-        self.maxsize = maxsize
-        self.max_bytes = max_bytes
-        self._data: dict[tuple[str, int], tuple[frozenset[int], int]] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    @property
-    def bytes(self) -> int:
-        """The bytes held, as :func:`_weight` counts them."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def get(self, key: tuple[str, int]) -> frozenset[int] | None:
-        found = self._data.get(key)
-        return None if found is None else found[0]
-
-    def put(self, key: tuple[str, int], value: frozenset[int]) -> None:
-        self.put_many([key], [value])
-
-    def put_many(self, keys: Sequence[tuple[str, int]], values: Sequence[frozenset[int]]) -> None:
-        """``put`` each key's value in turn, under one hold of the lock."""
-        limit = self.max_bytes // 8
-        with self._lock:
-            data = self._data
-            for key, value in zip(keys, values, strict=True):
-                size = _weight(key[0], value)
-                if size > limit:
-                    continue
-                old_entry = data.pop(key, None)
-                if old_entry is not None:
-                    self._bytes -= old_entry[1]
-                while data and (len(data) >= self.maxsize or self._bytes + size > self.max_bytes):
-                    for old in list(islice(data, max(1, len(data) // 4))):
-                        self._bytes -= data.pop(old)[1]
-                data[key] = (value, size)
-                self._bytes += size
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._bytes = 0
-
-
 class ShingleCache:
     """What shingling remembers, owned by the stages that shingle (one per pipeline; the
     consolidator and the selector of a fused pipeline share it): the word ids and the shingle
@@ -495,19 +436,30 @@ class ShingleCache:
 
     def __init__(self, *, max_sets: int = MAX_SETS, max_bytes: int = MAX_BYTES) -> None:
         self.word_ids = _WordIds()
-        self.sets = _Memo(max_sets, max_bytes)
+        #: ``(text, size) -> shingle set``; an entry over an eighth of the byte bound (what
+        #: :func:`_weight` counts: the text and the set) is not remembered.
+        self.sets: BoundedMemo[tuple[str, int], frozenset[int]] = BoundedMemo(
+            max_entries=max_sets, max_bytes=max_bytes, max_entry_bytes=max_bytes // 8
+        )
 
     @classmethod
     def throwaway(cls) -> ShingleCache:
         """A cache for one call (no sets remembered)."""
         return cls(max_sets=1, max_bytes=1)
 
+    def _remember(
+        self, texts: Sequence[str], at: Sequence[int], size: int, sets: Sequence[frozenset[int]]
+    ) -> None:
+        """Remember the shingle sets ``sets`` of ``texts[i]`` for each ``i`` in ``at``."""
+        keys = [(texts[i], size) for i in at]
+        self.sets.put_many(keys, sets, [_weight(k[0], v) for k, v in zip(keys, sets, strict=True)])
+
     def text_shingles(self, text: str, size: int) -> frozenset[int]:
         """``shingles(words(text), size)``, remembered."""
         found = self.sets.get((text, size))
         if found is None:
             found = shingles(words(text), size, self)
-            self.sets.put((text, size), found)
+            self.sets.put((text, size), found, _weight(text, found))
         return found
 
     def text_shingles_many(self, texts: Sequence[str], size: int) -> list[frozenset[int]]:
@@ -517,7 +469,7 @@ class ShingleCache:
         missing = [i for i, f in enumerate(found) if f is None]
         if missing:
             fresh = shingles_of_many([words(texts[i]) for i in missing], size, self)
-            self.sets.put_many([(texts[i], size) for i in missing], fresh)
+            self._remember(texts, missing, size, fresh)
             for i, f in zip(missing, fresh, strict=True):
                 found[i] = f
         return [f for f in found if f is not None]
@@ -551,7 +503,7 @@ class ShingleCache:
             else:
                 fresh = [shingles(t, size, self) for t in lists]
                 from_sets = list(range(n))
-            self.sets.put_many([(texts[i], size) for i in missing], fresh)
+            self._remember(texts, missing, size, fresh)
             for i, f in zip(missing, fresh, strict=True):
                 found[i] = f
         sets = [f for f in found if f is not None]

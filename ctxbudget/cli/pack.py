@@ -24,7 +24,7 @@ from ctxbudget.cli.common import (
     open_out,
 )
 from ctxbudget.codec import dead_letter, decode_batch, encode
-from ctxbudget.errors import CtxBudgetError
+from ctxbudget.errors import CtxBudgetError, one_line
 from ctxbudget.labels import Label
 from ctxbudget.limits import InputLimits
 from ctxbudget.pipeline import Pipeline
@@ -71,18 +71,6 @@ class _Tally:
     tokens: int = 0
 
 
-def _one_line(e: BaseException, limit: int = 500) -> str:
-    """An error as one bounded line; the type is named unless it is one of ours."""
-    try:
-        text = str(e)
-    except Exception:
-        text = ""
-    if not isinstance(e, CtxBudgetError):
-        text = f"{type(e).__name__}: {text}" if text else type(e).__name__
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 @dataclass
 class _Packer:
     """Turns one line into its output bytes; never writes, so a bad line leaves no trace."""
@@ -117,7 +105,7 @@ def _pack_lines(
         try:
             pack, traces, tokens = packer(raw)
         except Exception as e:  # any failure of one line is that line's dead letter
-            click.echo(f"line {line_no}: {_one_line(e)}", err=True)
+            click.echo(f"line {line_no}: {one_line(e)}", err=True)
             if dl is not None:
                 letter = dead_letter(raw, e, stage="pack", source=source, line=line_no)
                 dl.write(encode(letter) + b"\n")
@@ -162,7 +150,7 @@ def _load_pipeline(
     except CtxBudgetError as e:
         raise UsageFailure(str(e)) from e
     except OSError as e:
-        raise UsageFailure(f"cannot load policy {policy_ref!r}: {_one_line(e)}") from e
+        raise UsageFailure(f"cannot load policy {policy_ref!r}: {one_line(e)}") from e
 
 
 @click.command("pack")
@@ -219,7 +207,7 @@ def pack_cmd(
         except click.ClickException:
             raise
         except Exception as e:  # not a usage error: a bug or a broken installation
-            raise InternalFailure(f"internal failure loading the policy: {_one_line(e)}") from e
+            raise InternalFailure(f"internal failure loading the policy: {one_line(e)}") from e
         paths = (output, trace_path, dead_path)
         tally = _run(src, batches, pipeline, paths, lane, cohort, progress, limits)
     finally:
@@ -270,7 +258,7 @@ def _run(
             _silence_stdout()
         raise InternalFailure(
             f"internal failure after {tally.batches} lines ({tally.packs} packs, "
-            f"{tally.dead} dead letters): {_one_line(e)}"
+            f"{tally.dead} dead letters): {one_line(e)}"
         ) from e
     finally:
         if bar is not None:
@@ -306,7 +294,7 @@ def policies_cmd(policies_opt: str | None) -> None:
         try:
             filter_for(policy, store.root)
         except CtxBudgetError as e:
-            problems.append(f"{name}: {_one_line(e)}")
+            problems.append(f"{name}: {one_line(e)}")
             continue
         click.echo(
             f"{name}\t{len(rules.rules)} routing rules\t"
@@ -320,7 +308,7 @@ def policies_cmd(policies_opt: str | None) -> None:
                 if ref is not None:
                     store.get(ref)
         except CtxBudgetError as e:
-            problems.append(f"{rollout}: {_one_line(e)}")
+            problems.append(f"{rollout}: {one_line(e)}")
     for problem in problems:
         click.echo(f"Error: {problem}", err=True)
     if problems:

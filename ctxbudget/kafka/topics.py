@@ -96,7 +96,7 @@ class TopicSpec(ConfigModel):
 
     @field_validator("description")
     @classmethod
-    def _one_line(cls, value: str) -> str:
+    def _description_is_one_line(cls, value: str) -> str:
         text = value.strip()
         if not text or "\n" in text:
             raise ValueError("must be one non-empty line")

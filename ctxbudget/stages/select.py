@@ -101,8 +101,8 @@ class _Option:
     text: str = ""
     text_est: int = 0
     #: The words of the title and text, each with a space on either side (runs of spaces
-    #: between them on ASCII text): ``f" {w} " in hay`` says whether ``w`` is one of them.
-    hay: str = "  "
+    #: between them on ASCII text): ``f" {w} " in spaced_words`` says whether ``w`` is one of them.
+    spaced_words: str = "  "
     overlap: float = 0.0
     #: ``terms & qterms``, the query terms the item carries (fixed for the batch).
     qhits: frozenset[str] = frozenset()
@@ -140,7 +140,7 @@ class _Option:
     def padded_words(self) -> str:
         """The words of the title and text joined by single spaces, with a space on either
         side (a phrase of words is found in it as a phrase)."""
-        return " " + " ".join(self.hay.split()) + " "
+        return " " + " ".join(self.spaced_words.split()) + " "
 
     def rough_sentences(self) -> int:
         """About how many sentences the text has (abbreviations end sentences too)."""
@@ -176,10 +176,11 @@ def _padded(text: str) -> str:
     return " " + " ".join(words(text)) + " "
 
 
-def _hay(text: str) -> str:
+def _spaced_words(text: str) -> str:
     """The words of ``text`` with a space on either side of each: the lower-cased text with
     every character but letters and digits made a space when it is ASCII, else its words
-    joined by single spaces; ``f" {w} " in _hay(text)`` exactly when ``w in words(text)``."""
+    joined by single spaces; ``f" {w} " in _spaced_words(text)`` exactly when
+    ``w in words(text)``."""
     flat = word_skeleton(text)
     if flat is None:
         return " " + " ".join(words(text)) + " "
@@ -322,9 +323,9 @@ class EvidenceSelector:
             it = items[i]
             text = it.text
             title = it.title
-            hay = _hay(f"{title} {text}" if title else text)
+            spaced = _spaced_words(f"{title} {text}" if title else text)
             # The query terms are terms, so the item's words hold exactly its terms of them.
-            qhits = frozenset([t for t, key in qkeys if key in hay])
+            qhits = frozenset([t for t, key in qkeys if key in spaced])
             lexical = len(qhits) / nq if nq else 0.0
             score = it.score
             if score is None:
@@ -334,8 +335,8 @@ class EvidenceSelector:
                 rel = 0.8 * norm + 0.2 * lexical
             match = 0.0
             if signals:
-                hay_low = f"{title or ''} {it.version or ''} {text}".lower()
-                match = sum(1 for s in signals if s in hay_low) / len(signals)
+                signal_text = f"{title or ''} {it.version or ''} {text}".lower()
+                match = sum(1 for s in signals if s in signal_text) / len(signals)
             head = header_estimate(it, defaults)
             text_est = self.estimate(text)
             subject = subject_of(title) if linking else None
@@ -356,7 +357,7 @@ class EvidenceSelector:
                     source=it.source_id,
                     text=text,
                     text_est=text_est,
-                    hay=hay,
+                    spaced_words=spaced,
                     qhits=qhits,
                     subject=subject,
                     subject_key=subject_key,
@@ -532,8 +533,8 @@ class _Admission:
 
     def _covers(self, o: _Option, f: frozenset[str]) -> bool:
         """At least half of the facet's words are terms of the item."""
-        hay = o.hay
-        return len(terms_of([w for w in f if f" {w} " in hay])) * 2 >= len(f)
+        spaced = o.spaced_words
+        return len(terms_of([w for w in f if f" {w} " in spaced])) * 2 >= len(f)
 
     def _title_link(self, o: _Option) -> bool:
         if o.subject is None or o.subject in self.subjects:

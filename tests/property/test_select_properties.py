@@ -19,9 +19,9 @@ SETTINGS = settings(max_examples=300, deadline=None)
 def test_an_items_word_hay_holds_exactly_its_words(text: str, probe: str) -> None:
     """A word is padded with spaces in an item's hay exactly when it is one of the item's
     words, and the hay's words joined are its padded words."""
-    from ctxbudget.stages.select import _hay
+    from ctxbudget.stages.select import _spaced_words
 
-    hay = _hay(text)
+    hay = _spaced_words(text)
     ws = words(text)
     for w in {*ws, *words(probe), "x", "5"}:
         assert (f" {w} " in hay) == (w in ws)

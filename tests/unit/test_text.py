@@ -3,19 +3,20 @@ stages that use them."""
 
 from __future__ import annotations
 
-from ctxbudget.text import ShingleCache, _Memo, _WordIds
+from ctxbudget.text import ShingleCache, _WordIds
 
 
 def test_the_shingle_memo_is_bounded_in_bytes() -> None:
     """Long texts fill the byte bound, not the count; one huge text is not remembered."""
-    memo = _Memo(maxsize=2048, max_bytes=1_000_000)
+    cache = ShingleCache(max_sets=2048, max_bytes=1_000_000)
+    memo = cache.sets
     for i in range(200):
         text = f"text {i} " + "word " * 2000
-        memo.put((text, 3), frozenset(range(i, i + 100)))
+        cache.text_shingles(text, 3)
         assert memo.bytes <= memo.max_bytes
     assert 0 < len(memo) < 200
     huge = "x" * 200_000
-    memo.put((huge, 3), frozenset({1}))
+    cache.text_shingles(huge, 3)
     assert memo.get((huge, 3)) is None
     memo.clear()
     assert memo.bytes == 0 and len(memo) == 0
