@@ -1,8 +1,9 @@
 """Split-conformal evidence filtering: calibrate a score threshold, then keep what falls under it.
 
-The method (seed 002): a non-conformity score ``A(q, s)`` says how *un*-like a relevant passage
-a candidate is (lower = more relevant). On labelled calibration queries we collect the scores of
-the RELEVANT passages, ``s_1 <= ... <= s_n``, and take
+The method (split conformal prediction, as in "Principled Context Engineering for RAG:
+Statistical Guarantees via Conformal Prediction"): a non-conformity score ``A(q, s)`` says how
+*un*-like a relevant passage a candidate is (lower = more relevant). On labelled calibration
+queries we collect the scores of the RELEVANT passages, ``s_1 <= ... <= s_n``, and take
 
     tau_alpha = s_(k),  k = ceil((n + 1) * (1 - alpha))
 
