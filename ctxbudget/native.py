@@ -43,6 +43,16 @@ class SentenceAnalyser(Protocol):
     ) -> tuple[tuple[frozenset[str], ...], tuple[bool, ...], tuple[str, ...]]: ...
 
 
+class CueWords(Protocol):
+    def of(self, t: str) -> frozenset[str]: ...
+
+
+class SentenceScorer(Protocol):
+    def best(self, t: str) -> int | None: ...
+
+    def weak_best(self, t: str) -> int | None: ...
+
+
 class NativeModule(Protocol):
     """What :mod:`ctxbudget.text` uses of the extension (ASCII input only)."""
 

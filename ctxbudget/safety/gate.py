@@ -7,6 +7,8 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ctxbudget.native import NATIVE, CueWords
+
 from .model import shipped_model
 from .normalization import _prepare
 from .rules import (
@@ -111,6 +113,22 @@ class Verdict:
 _CUE_WORDS = _RULE_WORDS | _HINT_WORDS
 
 
+#: The compiled twin of :func:`_cue_words` (``native/src/gate.rs``), when the extension has it.
+_NATIVE_CUES: CueWords | None = (
+    _make(sorted(_CUE_WORDS)) if (_make := getattr(NATIVE, "CueWords", None)) else None
+)
+
+
+def _cue_words(t: str, t_bytes: bytes) -> frozenset[str]:
+    """The words of ``t`` (``t_bytes`` its ASCII bytes) in :data:`_CUE_WORDS`."""
+    if _NATIVE_CUES is not None:
+        try:
+            return _NATIVE_CUES.of(t)
+        except UnicodeEncodeError:  # lone surrogates: the reference reads them
+            pass
+    return _CUE_WORDS.intersection(_ascii_words(t_bytes))
+
+
 class _Text:
     """One normalised passage and what the rules need to know about it (quoted stretches and
     the documentation test computed when first asked for)."""
@@ -137,7 +155,7 @@ class _Text:
         #: The words of the text that some check looks for (:data:`_CUE_WORDS`): a small set,
         #: cheaper to build than the set of all its words (words as :func:`~.rules._word_list`
         #: splits them).
-        self.words = _CUE_WORDS.intersection(_ascii_words(self.t_bytes))
+        self.words = _cue_words(self.t, self.t_bytes)
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
         self._padded: str | None = None
