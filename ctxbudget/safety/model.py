@@ -214,6 +214,10 @@ class LinearModel:
                 pass
             else:
                 return -math.inf if best is None else (best + self.bias) / SCALE
+        return self.logit_reference(t)
+
+    def logit_reference(self, t: str) -> float:
+        """:meth:`logit` on the pure-Python path (the reference of the compiled one)."""
         return self._best(sentences(t))
 
     def _best(self, split: list[list[str]], total: int | None = None) -> float:
@@ -253,6 +257,11 @@ class LinearModel:
                 pass
             else:
                 return 0.0 if best is None else self._probability((best + self.bias) / SCALE)
+        return self.weak_probability_reference(t)
+
+    def weak_probability_reference(self, t: str) -> float:
+        """:meth:`weak_probability` on the pure-Python path (the reference of the compiled
+        one)."""
         split = sentences(t)
         limit = self._weak_sum
         total = sum(map(len, split))
