@@ -43,8 +43,8 @@ class SentenceAnalyser(Protocol):
     ) -> tuple[tuple[frozenset[str], ...], tuple[bool, ...], tuple[str, ...]]: ...
 
 
-class CueWords(Protocol):
-    def of(self, t: str) -> frozenset[str]: ...
+class RuleGates(Protocol):
+    def read(self, t: str, other_scripts: bool) -> tuple[frozenset[str], list[int]]: ...
 
 
 class SentenceScorer(Protocol):

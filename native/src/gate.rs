@@ -9,7 +9,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyString};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A small multiplicative hash (the one rustc uses): the keys are short words from a fixed
@@ -54,7 +54,40 @@ impl Hasher for WordHasher {
 }
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
-type FastSet<K> = HashSet<K, BuildHasherDefault<WordHasher>>;
+
+/// Words to ids. Words of up to 15 bytes (nearly all) are keys of their own, packed with
+/// their length into one integer: a look-up reads no memory beyond the table's own.
+#[derive(Default)]
+struct Vocab {
+    short: FastMap<u128, u32>,
+    long: FastMap<Box<[u8]>, u32>,
+}
+
+impl Vocab {
+    fn packed(word: &[u8]) -> Option<u128> {
+        if word.len() > 15 {
+            return None;
+        }
+        let mut key = [0u8; 16];
+        key[..word.len()].copy_from_slice(word);
+        key[15] = word.len() as u8;
+        Some(u128::from_le_bytes(key))
+    }
+
+    fn get(&self, word: &[u8]) -> Option<u32> {
+        match Vocab::packed(word) {
+            Some(key) => self.short.get(&key).copied(),
+            None => self.long.get(word).copied(),
+        }
+    }
+
+    fn insert(&mut self, word: &[u8], id: u32) {
+        match Vocab::packed(word) {
+            Some(key) => self.short.insert(key, id),
+            None => self.long.insert(word.to_vec().into_boxed_slice(), id),
+        };
+    }
+}
 
 /// Whether `c` falls in one of `ranges` (sorted, disjoint, inclusive).
 fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
@@ -64,47 +97,132 @@ fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Rule gates: `rules._ascii_words` intersected with the words some check looks for.
+// Rule gates: `gate._Text.words` and `rules._candidate_rules`.
 
-/// The gate words of a passage: `gate._CUE_WORDS` & the runs of `a`-`z` of its normalised
-/// text (every other byte, and so every non-ASCII character, separates them).
+/// A set of small indices, as bits.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Self {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0[i / 64] & (1 << (i % 64)) != 0
+    }
+}
+
+/// The words the rule gates look for (`gate._CUE_WORDS`) and each rule's two gates, from the
+/// tables of `ctxbudget.safety.rules`.
 #[pyclass(frozen)]
-struct CueWords {
-    words: FastSet<Box<[u8]>>,
+struct RuleGates {
+    /// Cue word -> its index among the cue words.
+    cues: Vocab,
+    /// The cue words as Python strings, made once (a passage's set shares them).
+    cue_text: Vec<Py<PyString>>,
+    /// Per cue word, the rules whose first gate it opens.
+    opens: Vec<Vec<usize>>,
+    /// Substrings that open rules' first gates, and those that do so only in text of the
+    /// scripts `rules._OTHER_SCRIPTS` names.
+    needles: Vec<(String, Vec<usize>)>,
+    nonascii: Vec<(String, Vec<usize>)>,
+    /// Per rule, its second gate: cue words (one needed when any) and substrings (likewise).
+    words2: Vec<Vec<usize>>,
+    requires: Vec<Vec<String>>,
 }
 
 #[pymethods]
-impl CueWords {
+impl RuleGates {
     #[new]
-    fn new(words: Vec<String>) -> Self {
-        let words = words.into_iter().map(|w| w.into_bytes().into_boxed_slice()).collect();
-        CueWords { words }
+    #[pyo3(signature = (*, cue_words, opened_by, needles, nonascii, second))]
+    fn new(
+        py: Python<'_>,
+        cue_words: Vec<String>,
+        opened_by: HashMap<String, Vec<usize>>,
+        needles: Vec<(String, Vec<usize>)>,
+        nonascii: Vec<(String, Vec<usize>)>,
+        second: Vec<(Vec<String>, Vec<String>)>,
+    ) -> Self {
+        let mut cues = Vocab::default();
+        for (i, w) in cue_words.iter().enumerate() {
+            cues.insert(w.as_bytes(), i as u32);
+        }
+        let opens = cue_words
+            .iter()
+            .map(|w| opened_by.get(w).cloned().unwrap_or_default())
+            .collect();
+        let words2 = second
+            .iter()
+            .map(|(ws, _)| ws.iter().filter_map(|w| cues.get(w.as_bytes())).map(|i| i as usize).collect())
+            .collect();
+        let requires = second.into_iter().map(|(_, r)| r).collect();
+        let cue_text = cue_words.iter().map(|w| PyString::intern(py, w).unbind()).collect();
+        RuleGates { cues, cue_text, opens, needles, nonascii, words2, requires }
     }
 
-    /// The cue words of normalised text `t`, as a frozenset of str.
-    fn of<'py>(&self, py: Python<'py>, t: &str) -> PyResult<Bound<'py, PyFrozenSet>> {
-        let t = t.as_bytes();
-        let mut found: Vec<&[u8]> = Vec::new();
+    /// The cue words of normalised text `t` (a frozenset of str) and the rules whose gates are
+    /// open for it (ascending); `other_scripts` when `t` holds a character of
+    /// `rules._OTHER_SCRIPTS`.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        t: &str,
+        other_scripts: bool,
+    ) -> PyResult<(Bound<'py, PyFrozenSet>, Vec<usize>)> {
+        let bytes = t.as_bytes();
+        let mut found = Bits::new(self.cue_text.len());
+        let mut found_list: Vec<usize> = Vec::new();
+        let mut first = Bits::new(self.words2.len());
         let mut i = 0;
-        while i < t.len() {
-            if !t[i].is_ascii_lowercase() {
+        while i < bytes.len() {
+            if !bytes[i].is_ascii_lowercase() {
                 i += 1;
                 continue;
             }
             let start = i;
-            while i < t.len() && t[i].is_ascii_lowercase() {
+            while i < bytes.len() && bytes[i].is_ascii_lowercase() {
                 i += 1;
             }
-            let word = &t[start..i];
-            if self.words.contains(word) && !found.contains(&word) {
-                found.push(word);
+            if let Some(cue) = self.cues.get(&bytes[start..i]) {
+                let cue = cue as usize;
+                if !found.get(cue) {
+                    found.set(cue);
+                    found_list.push(cue);
+                    for &rule in &self.opens[cue] {
+                        first.set(rule);
+                    }
+                }
             }
         }
-        let words: Vec<Bound<'py, PyString>> = found
-            .iter()
-            .map(|w| PyString::new(py, std::str::from_utf8(w).unwrap_or_default()))
+        let mut open_by = |table: &[(String, Vec<usize>)]| {
+            for (needle, rules) in table {
+                if t.contains(needle.as_str()) {
+                    for &rule in rules {
+                        first.set(rule);
+                    }
+                }
+            }
+        };
+        open_by(&self.needles);
+        if other_scripts {
+            open_by(&self.nonascii);
+        }
+        let candidates = (0..self.words2.len())
+            .filter(|&rule| {
+                first.get(rule)
+                    && (self.words2[rule].is_empty()
+                        || self.words2[rule].iter().any(|&w| found.get(w)))
+                    && (self.requires[rule].is_empty()
+                        || self.requires[rule].iter().any(|r| t.contains(r.as_str())))
+            })
             .collect();
-        PyFrozenSet::new(py, &words)
+        let words: Vec<&Bound<'py, PyString>> =
+            found_list.iter().map(|&w| self.cue_text[w].bind(py)).collect();
+        Ok((PyFrozenSet::new(py, &words)?, candidates))
     }
 }
 
@@ -117,7 +235,7 @@ type WordId = Option<u32>;
 /// A model's weights by word id, from the tables of a `model.LinearModel`.
 #[pyclass(frozen)]
 struct SentenceScorer {
-    ids: FastMap<Box<[u8]>, u32>,
+    ids: Vocab,
     /// Per id: the feature `w`, `^w` and `@w`; the pre-check's bound and openings.
     single: Vec<i64>,
     caret: Vec<i64>,
@@ -172,7 +290,7 @@ impl SentenceScorer {
         length_step: usize,
     ) -> Self {
         let mut s = SentenceScorer {
-            ids: FastMap::default(),
+            ids: Vocab::default(),
             single: Vec::new(),
             caret: Vec::new(),
             at: Vec::new(),
@@ -255,11 +373,11 @@ impl SentenceScorer {
     /// The id of `word`, added to the vocabulary when new.
     fn id(&mut self, word: &str) -> usize {
         let key = word.as_bytes();
-        if let Some(&id) = self.ids.get(key) {
+        if let Some(id) = self.ids.get(key) {
             return id as usize;
         }
         let id = self.single.len();
-        self.ids.insert(key.to_vec().into_boxed_slice(), id as u32);
+        self.ids.insert(key, id as u32);
         self.single.push(0);
         self.caret.push(0);
         self.at.push(0);
@@ -328,8 +446,8 @@ impl SentenceScorer {
     /// `model.sentences` of `t`: the id of every word, and each sentence as (offset, length)
     /// into them.
     fn sentences(&self, t: &str) -> (Vec<WordId>, Vec<(usize, usize)>) {
-        let mut ids: Vec<WordId> = Vec::new();
-        let mut split: Vec<(usize, usize)> = Vec::new();
+        let mut ids: Vec<WordId> = Vec::with_capacity(t.len() / 4 + 1);
+        let mut split: Vec<(usize, usize)> = Vec::with_capacity(t.len() / 32 + 1);
         let mut piece_start = 0;
         let mut word_start: Option<usize> = None;
         let mut unspaced = false;
@@ -377,7 +495,7 @@ impl SentenceScorer {
     }
 
     fn lookup(&self, word: &str) -> WordId {
-        self.ids.get(word.as_bytes()).copied()
+        self.ids.get(word.as_bytes())
     }
 
     /// The sentences of the piece of words `start..end`: none when a fragment, half-overlapping
@@ -402,7 +520,7 @@ impl SentenceScorer {
 
 /// Registers the gate's classes on the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<CueWords>()?;
+    m.add_class::<RuleGates>()?;
     m.add_class::<SentenceScorer>()?;
     Ok(())
 }
