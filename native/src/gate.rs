@@ -7,6 +7,7 @@
 //! integer the reference adds up, in whatever order; the division by the scale and the
 //! sigmoid stay in Python.
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyFrozenSet, PyString};
 use std::collections::HashMap;
@@ -251,6 +252,8 @@ struct SentenceScorer {
     doc: i64,
     weak_sum: Option<i64>,
     word_ranges: Vec<(u32, u32)>,
+    /// The first code point `word_ranges` does not cover: text with one is left to Python.
+    table_end: u32,
     unspaced_ranges: Vec<(u32, u32)>,
     min_words: usize,
     window: usize,
@@ -271,7 +274,7 @@ impl SentenceScorer {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (
         *, singles, pairs, bound, opening, opening_doc, lengths, doc_feature, weak_sum,
-        word_ranges, unspaced_ranges, min_words, window, document_words, length_step
+        word_ranges, table_end, unspaced_ranges, min_words, window, document_words, length_step
     ))]
     fn new(
         singles: HashMap<String, i64>,
@@ -283,6 +286,7 @@ impl SentenceScorer {
         doc_feature: String,
         weak_sum: Option<i64>,
         word_ranges: Vec<(u32, u32)>,
+        table_end: u32,
         unspaced_ranges: Vec<(u32, u32)>,
         min_words: usize,
         window: usize,
@@ -303,6 +307,7 @@ impl SentenceScorer {
             doc: singles.get(&doc_feature).copied().unwrap_or(0),
             weak_sum,
             word_ranges,
+            table_end,
             unspaced_ranges,
             min_words,
             window: window.max(2),
@@ -344,28 +349,29 @@ impl SentenceScorer {
     }
 
     /// `LinearModel._best` of normalised text `t` before the bias: the highest sentence sum,
-    /// or None when no sentence has enough words.
-    fn best(&self, t: &str) -> Option<i64> {
-        let (ids, split) = self.sentences(t);
+    /// or None when no sentence has enough words. ValueError for a character beyond the
+    /// word table.
+    fn best(&self, t: &str) -> PyResult<Option<i64>> {
+        let (ids, split) = self.sentences(t)?;
         let total: usize = split.iter().map(|&(_, n)| n).sum();
-        split.iter().map(|&(start, n)| self.sum(&ids[start..start + n], total)).max()
+        Ok(split.iter().map(|&(start, n)| self.sum(&ids[start..start + n], total)).max())
     }
 
     /// What `LinearModel.weak_probability` scores of `t`: the highest sum (before the bias)
     /// among the sentences whose bound reaches the weak threshold's sum, or None when none
     /// does (every sentence when there is no such sum).
-    fn weak_best(&self, t: &str) -> Option<i64> {
+    fn weak_best(&self, t: &str) -> PyResult<Option<i64>> {
         let Some(limit) = self.weak_sum else {
             return self.best(t);
         };
-        let (ids, split) = self.sentences(t);
+        let (ids, split) = self.sentences(t)?;
         let total: usize = split.iter().map(|&(_, n)| n).sum();
-        split
+        Ok(split
             .iter()
             .map(|&(start, n)| &ids[start..start + n])
             .filter(|words| self.upper_bound(words, total) >= limit)
             .map(|words| self.sum(words, total))
-            .max()
+            .max())
     }
 }
 
@@ -435,17 +441,20 @@ impl SentenceScorer {
         s
     }
 
-    fn is_word(&self, c: char) -> bool {
+    /// Whether `c` is a word character; None beyond the word table.
+    fn is_word(&self, c: char) -> Option<bool> {
         if c.is_ascii() {
-            c.is_ascii_alphanumeric()
+            Some(c.is_ascii_alphanumeric())
+        } else if (c as u32) < self.table_end {
+            Some(in_ranges(&self.word_ranges, c))
         } else {
-            in_ranges(&self.word_ranges, c)
+            None
         }
     }
 
     /// `model.sentences` of `t`: the id of every word, and each sentence as (offset, length)
     /// into them.
-    fn sentences(&self, t: &str) -> (Vec<WordId>, Vec<(usize, usize)>) {
+    fn sentences(&self, t: &str) -> PyResult<(Vec<WordId>, Vec<(usize, usize)>)> {
         let mut ids: Vec<WordId> = Vec::with_capacity(t.len() / 4 + 1);
         let mut split: Vec<(usize, usize)> = Vec::with_capacity(t.len() / 32 + 1);
         let mut piece_start = 0;
@@ -453,7 +462,10 @@ impl SentenceScorer {
         let mut unspaced = false;
         let mut chars = t.char_indices().peekable();
         while let Some((i, c)) = chars.next() {
-            if self.is_word(c) {
+            let Some(word) = self.is_word(c) else {
+                return Err(PyValueError::new_err("a character beyond the word table"));
+            };
+            if word {
                 if word_start.is_none() {
                     word_start = Some(i);
                     unspaced = false;
@@ -478,7 +490,7 @@ impl SentenceScorer {
             self.push_word(&t[start..], unspaced, &mut ids);
         }
         self.push_piece(piece_start, ids.len(), &mut split);
-        (ids, split)
+        Ok((ids, split))
     }
 
     /// One word's ids: the word's, or its character pairs' in a script written without spaces.

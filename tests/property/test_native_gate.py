@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from ctxbudget.native import NATIVE
 from ctxbudget.safety import gate, normalize
-from ctxbudget.safety.model import _WORD, LinearModel, _word_ranges, shipped_model
+from ctxbudget.safety.model import (
+    _WORD,
+    WORD_TABLE_END,
+    LinearModel,
+    _word_ranges,
+    shipped_model,
+)
 from ctxbudget.safety.rules import _BY_NEEDLE, _BY_NONASCII, _SECOND, _ascii_words, _candidate_rules
 
 pytestmark = pytest.mark.skipif(
@@ -101,6 +107,15 @@ def test_text_with_lone_surrogates_takes_the_reference_path() -> None:
     assert _MODEL.weak_probability(t) == _MODEL.weak_probability_reference(t)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(min_value=WORD_TABLE_END, max_value=0x10FFFF), _TEXT)
+def test_text_beyond_the_word_table_takes_the_reference_path(code: int, text: str) -> None:
+    """A character past the compiled word table sends the text to the reference scorer."""
+    t = normalize(text) + " plus three words " + chr(code) + "x and more"
+    assert repr(_MODEL.logit(t)) == repr(_MODEL.logit_reference(t))
+    assert repr(_MODEL.weak_probability(t)) == repr(_MODEL.weak_probability_reference(t))
+
+
 def test_a_text_without_sentences_has_no_logit() -> None:
     """Fragments of fewer than three words give minus infinity and a zero probability."""
     assert _MODEL.logit("two words") == -math.inf
@@ -108,9 +123,14 @@ def test_a_text_without_sentences_has_no_logit() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(min_value=0x80, max_value=0x10FFFF).filter(lambda c: not 0xD800 <= c < 0xE000))
+@given(
+    st.integers(min_value=0x80, max_value=WORD_TABLE_END - 1).filter(
+        lambda c: not 0xD800 <= c < 0xE000
+    )
+)
 def test_the_word_ranges_are_the_regex_word_characters(code: int) -> None:
-    """A non-ASCII character is in the compiled word ranges exactly when ``_WORD`` matches it."""
+    """A non-ASCII character of the table is in its word ranges exactly when ``_WORD`` matches
+    it."""
     inside = any(lo <= code <= hi for lo, hi in _word_ranges())
     assert inside == bool(_WORD.fullmatch(chr(code)))
 
