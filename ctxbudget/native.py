@@ -2,11 +2,15 @@
 
 It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
 sentence bounds, proper names and the shingle fold of :mod:`ctxbudget.text`, and the
-sentence analysis of :mod:`ctxbudget.extractive`. That code stays the reference and runs
+sentence analysis of :mod:`ctxbudget.extractive`; and, on any text, the injection gate's
+cue words and rule gates and its sentence model's scores (:mod:`ctxbudget.safety`, with the
+tables and weights the Python side loaded). That code stays the reference and runs
 whenever the extension is absent, is of another interface version, or is switched off with
 ``CTXBUDGET_NATIVE=0``. Either way the packs and traces are the same bytes
-(``tests/e2e/test_native_fidelity.py`` packs every test set both ways). A missing or
-unusable extension is logged once, as a warning, when this module is first imported.
+(``tests/e2e/test_native_fidelity.py`` packs every test set both ways,
+``tests/e2e/test_native_gate_fidelity.py`` compares every gate verdict on the development
+data). A missing or unusable extension is logged once, as a warning, when this module is
+first imported.
 
 The switch is read once, at import, like ``CTXBUDGET_BLAS_THREADS`` (:mod:`ctxbudget.blas`):
 a process runs one path from start to end.
@@ -41,6 +45,16 @@ class SentenceAnalyser(Protocol):
     def analyse(
         self, text: str, bounds: Sequence[tuple[int, int]]
     ) -> tuple[tuple[frozenset[str], ...], tuple[bool, ...], tuple[str, ...]]: ...
+
+
+class RuleGates(Protocol):
+    def read(self, t: str, other_scripts: bool) -> tuple[frozenset[str], list[int]]: ...
+
+
+class SentenceScorer(Protocol):
+    def best(self, t: str) -> int | None: ...
+
+    def weak_best(self, t: str) -> int | None: ...
 
 
 class NativeModule(Protocol):

@@ -7,9 +7,13 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ctxbudget.native import NATIVE, RuleGates
+
 from .model import shipped_model
 from .normalization import _prepare
 from .rules import (
+    _BY_NEEDLE,
+    _BY_NONASCII,
     _CLAUSE_CHARS,
     _CLAUSE_WORDS,
     _DOC_BRACES,
@@ -18,9 +22,12 @@ from .rules import (
     _DOC_WORDS,
     _FRAME,
     _MD_LINK_BEFORE,
+    _OPENED_BY,
+    _OTHER_SCRIPTS,
     _QUOTED,
     _RULE_WORDS,
     _RULES,
+    _SECOND,
     _SKIPPABLE,
     _ascii_words,
     _candidate_rules,
@@ -111,11 +118,38 @@ class Verdict:
 _CUE_WORDS = _RULE_WORDS | _HINT_WORDS
 
 
+#: The compiled twin of the rule gates (``native/src/gate.rs``): a passage's cue words and
+#: :func:`~.rules._candidate_rules` in one pass, when the extension has it.
+_NATIVE_GATES: RuleGates | None = (
+    _make(
+        cue_words=sorted(_CUE_WORDS),
+        opened_by={w: [i for i, _w2, _req in opened] for w, opened in _OPENED_BY.items()},
+        needles=list(_BY_NEEDLE.items()),
+        nonascii=list(_BY_NONASCII.items()),
+        second=[(sorted(words2), list(requires)) for words2, requires in _SECOND],
+    )
+    if (_make := getattr(NATIVE, "RuleGates", None))
+    else None
+)
+
+
+def _read_gates(t: str, ascii: bool) -> tuple[frozenset[str], list[int]] | None:
+    """The cue words of normalised text ``t`` and its candidate rules, compiled; None on the
+    pure-Python path (and for text with lone surrogates, which the extension cannot read)."""
+    if _NATIVE_GATES is None:
+        return None
+    try:
+        return _NATIVE_GATES.read(t, not ascii and _OTHER_SCRIPTS.search(t) is not None)
+    except UnicodeEncodeError:
+        return None
+
+
 class _Text:
     """One normalised passage and what the rules need to know about it (quoted stretches and
     the documentation test computed when first asked for)."""
 
     __slots__ = (
+        "_candidates",
         "_doc",
         "_padded",
         "_spans",
@@ -137,12 +171,25 @@ class _Text:
         #: The words of the text that some check looks for (:data:`_CUE_WORDS`): a small set,
         #: cheaper to build than the set of all its words (words as :func:`~.rules._word_list`
         #: splits them).
-        self.words = _CUE_WORDS.intersection(_ascii_words(self.t_bytes))
+        gates = _read_gates(self.t, self.ascii)
+        #: The rules whose gates are open (:func:`~.rules._candidate_rules`), once known.
+        self._candidates: list[int] | None = None
+        if gates is None:
+            self.words = _CUE_WORDS.intersection(_ascii_words(self.t_bytes))
+        else:
+            self.words, self._candidates = gates
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
         self._padded: str | None = None
         #: The decoded payloads (:func:`~.signals._decoded_payloads`), once worked out.
         self.decoded: list[str] | None = None
+
+    @property
+    def candidates(self) -> list[int]:
+        """:func:`~.rules._candidate_rules` of this text."""
+        if self._candidates is None:
+            self._candidates = _candidate_rules(self)
+        return self._candidates
 
     @property
     def padded(self) -> str:
@@ -281,7 +328,7 @@ def _score(
     settled = not complete and sum(scores.values()) >= _SETTLED
     groups: dict[str, float] = {}
     if candidates is None:
-        candidates = _candidate_rules(x) if fast else _ALL_RULES
+        candidates = x.candidates if fast else _ALL_RULES
     for i in candidates:
         rule = _RULES[i]
         if settled and rule.finding in scores and _SKIPPABLE[i]:
@@ -341,7 +388,7 @@ def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:
     if not hidden.strip():
         return
     h = _Text(hidden)
-    for i in _candidate_rules(h) if fast else range(len(_RULES)):
+    for i in h.candidates if fast else range(len(_RULES)):
         rule = _RULES[i]
         if rule.directive and _rule_weight(rule, h, quotes=False):
             v.add("hidden_text", 1.0, f"hidden:{rule.name}")
@@ -365,7 +412,7 @@ def scan(text: str) -> tuple[str, ...]:
     """The names of the findings that quarantine ``text``, in :data:`FINDINGS` order; empty
     when the passage is clean (its score stays below :data:`THRESHOLD`)."""
     x = _Text(text)
-    candidates = _candidate_rules(x)
+    candidates = x.candidates
     if not candidates and _nothing_else_to_score(text, x):
         v = Verdict()
         _model_signal(x, v)  # the one check that reads every passage
