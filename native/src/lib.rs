@@ -11,6 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
 use std::collections::HashSet;
 
+mod json_scan;
+
 /// `str.isspace()` (and the regex `\s`) on an ASCII byte.
 fn is_py_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f)
@@ -487,5 +489,6 @@ fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SentenceSplitter>()?;
     m.add_class::<NameFinder>()?;
     m.add_class::<SentenceAnalyser>()?;
+    m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
     Ok(())
 }
