@@ -33,7 +33,25 @@ def subject_of(title: str | None) -> str | None:
 def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
     """What a sentence can name to carry the question on to another passage, as
     space-padded phrases, sorted and distinct: the entities the items are about (their
-    titles) and the distinctive names at least two of them share (:func:`distinctive_names`)."""
+    titles) and the distinctive names at least two of them share (:func:`distinctive_names`).
+
+    Selection and compression of one batch ask this of the very same tuple of items (in
+    one process): the answer for the last tuple asked is kept, by identity."""
+    last = _LAST_LINKS.get("links")
+    if last is not None and last[0] is items:
+        return last[1]
+    links = _subject_links(items)
+    if type(items) is tuple:  # immutable, of frozen items: the same object, the same answer
+        # holding the tuple keeps it alive, so its identity cannot pass to another one
+        _LAST_LINKS["links"] = (items, links)
+    return links
+
+
+#: The last tuple of items :func:`subject_links` answered for, and its answer (one entry).
+_LAST_LINKS: dict[str, tuple[tuple[ConsolidatedItem, ...], tuple[str, ...]]] = {}
+
+
+def _subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
     subjects = {subject_of(it.title) for it in items}
     subjects.discard(None)
     shared: set[str] = set()
