@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import orjson
@@ -21,6 +22,7 @@ from ctxbudget.limits import (
     precheck_candidates,
 )
 from ctxbudget.models import describe_validation, safe_repr
+from ctxbudget.native import NATIVE
 from ctxbudget.schemas import (
     CandidateBatch,
     ConsolidatedBatch,
@@ -176,11 +178,32 @@ def decode(raw: bytes | str, model: type[M], *, limits: InputLimits | None = Non
         ) from e
     if isinstance(value, CandidateBatch):
         data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-        check_unique_keys(data)
-        if _may_hold_a_long_integer(data):
+        if _strict_json(data):
             check_int_ranges(value)
         check_batch(value, limits, message_bytes=len(data))
     return value
+
+
+#: The compiled one-pass scan of a document for repeated keys and long numbers, when the
+#: compiled path has it (``scan_json(data) -> bits``: 1 = maybe a repeated key, 2 = a number
+#: with 19 digits in a row).
+_SCAN_JSON: Callable[[bytes], int] | None = getattr(NATIVE, "scan_json", None)
+_MAY_REPEAT_KEY, _LONG_NUMBER = 1, 2
+
+
+def _strict_json(data: bytes) -> bool:
+    """Raise :class:`InputError` for a key repeated in an object of the document ``data``
+    (valid JSON); else whether it may hold an integer beyond 64 bits.
+
+    The compiled scan answers both in one pass; wherever it cannot vouch for unique keys
+    (a key written with an escape, a repeated key) :func:`check_unique_keys` decides and
+    words the error, so both paths accept and refuse the same documents with the same
+    messages."""
+    bits = _SCAN_JSON(data) if _SCAN_JSON is not None else _MAY_REPEAT_KEY
+    if not bits & _MAY_REPEAT_KEY:
+        return bool(bits & _LONG_NUMBER)
+    check_unique_keys(data)
+    return _may_hold_a_long_integer(data)
 
 
 def decode_batch(raw: bytes | str, *, limits: InputLimits | None = None) -> CandidateBatch:

@@ -33,7 +33,25 @@ def subject_of(title: str | None) -> str | None:
 def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
     """What a sentence can name to carry the question on to another passage, as
     space-padded phrases, sorted and distinct: the entities the items are about (their
-    titles) and the distinctive names at least two of them share (:func:`distinctive_names`)."""
+    titles) and the distinctive names at least two of them share (:func:`distinctive_names`).
+
+    Selection and compression of one batch ask this of the very same tuple of items (in
+    one process): the answer for the last tuple asked is kept, by identity."""
+    last = _LAST_LINKS.get("links")
+    if last is not None and last[0] is items:
+        return last[1]
+    links = _subject_links(items)
+    if type(items) is tuple:  # immutable, of frozen items: the same object, the same answer
+        # holding the tuple keeps it alive, so its identity cannot pass to another one
+        _LAST_LINKS["links"] = (items, links)
+    return links
+
+
+#: The last tuple of items :func:`subject_links` answered for, and its answer (one entry).
+_LAST_LINKS: dict[str, tuple[tuple[ConsolidatedItem, ...], tuple[str, ...]]] = {}
+
+
+def _subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
     subjects = {subject_of(it.title) for it in items}
     subjects.discard(None)
     shared: set[str] = set()
@@ -113,10 +131,38 @@ CALENDAR_WORDS = frozenset(
 )  # fmt: skip
 
 
-@lru_cache(maxsize=4096)
-def _word_uses(word: str) -> re.Pattern[str]:
-    """The capitalised ``word`` as a whole word, and the word that follows it on its line."""
-    return re.compile(rf"(?<!\w){re.escape(word[:1].upper() + word[1:])}(?!\w)[ \t]*(\w*)")
+#: One word character, and the blanks and word after a use (the patterns of the definition).
+_WORD_CHAR = re.compile(r"\w")
+_FOLLOWER = re.compile(r"[ \t]*(\w*)")
+
+
+def word_uses(word: str, text: str) -> list[str]:
+    r"""The uses in ``text`` of the capitalised one-word name ``word`` as a whole word, each
+    given by the word that follows it on its line ("" when none does).
+
+    By definition the matches of ``(?<!\w)Word(?!\w)[ 	]*(\w*)``, found left to right
+    without overlap; found here with ``str.find`` and two precompiled patterns, so no
+    pattern is compiled per word (compiling one cost more than the search)."""
+    cap = word[:1].upper() + word[1:]
+    if not cap:
+        return [m.group(1) for m in _EMPTY_USES.finditer(text)]
+    uses = []
+    size = len(cap)
+    at = text.find(cap)
+    while at >= 0:
+        end = at + size
+        if (at and _WORD_CHAR.match(text, at - 1)) or _WORD_CHAR.match(text, end):
+            at = text.find(cap, at + 1)
+            continue
+        follower = _FOLLOWER.match(text, end)
+        assert follower is not None  # the pattern matches the empty string
+        uses.append(follower.group(1))
+        at = text.find(cap, follower.end())
+    return uses
+
+
+#: What an empty word's uses are by the definition (a name is never empty; kept exact).
+_EMPTY_USES = re.compile(r"(?<!\w)(?!\w)[ \t]*(\w*)")
 
 
 def modifier_only(word: str, text: str) -> bool:
@@ -124,7 +170,7 @@ def modifier_only(word: str, text: str) -> bool:
     every capitalised use comes straight before a lower-case content word ("Canadian
     author", "Gothic church"), never before punctuation, a function word ("Africa and") or
     another capitalised word. A demonym describes; a place or a person is named."""
-    uses = [m.group(1) for m in _word_uses(word).finditer(text)]
+    uses = word_uses(word, text)
     return bool(uses) and all(w[:1].islower() and w not in STOPWORDS for w in uses)
 
 

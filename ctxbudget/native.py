@@ -2,9 +2,11 @@
 
 It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
 sentence bounds, proper names and the shingle fold of :mod:`ctxbudget.text`, and the
-sentence analysis of :mod:`ctxbudget.extractive`; and, on any text, the injection gate's
-cue words and rule gates and its sentence model's scores (:mod:`ctxbudget.safety`, with the
-tables and weights the Python side loaded). That code stays the reference and runs
+sentence analysis of :mod:`ctxbudget.extractive`; a single scan of a decoded batch's bytes
+for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
+it leaves the codec on its Python checks); and, on any text, the injection gate's cue words
+and rule gates and its sentence model's scores (:mod:`ctxbudget.safety`, with the tables and
+weights the Python side loaded). That code stays the reference and runs
 whenever the extension is absent, is of another interface version, or is switched off with
 ``CTXBUDGET_NATIVE=0``. Either way the packs and traces are the same bytes
 (``tests/e2e/test_native_fidelity.py`` packs every test set both ways,

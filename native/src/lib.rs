@@ -12,6 +12,7 @@ use pyo3::types::{PyBool, PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
 use std::collections::HashSet;
 
 mod gate;
+mod json_scan;
 
 /// `str.isspace()` (and the regex `\s`) on an ASCII byte.
 fn is_py_space(b: u8) -> bool {
@@ -490,5 +491,6 @@ fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NameFinder>()?;
     m.add_class::<SentenceAnalyser>()?;
     gate::register(m)?;
+    m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
     Ok(())
 }

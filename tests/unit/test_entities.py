@@ -1,8 +1,56 @@
-"""Entity-link helpers (ctxbudget.entities)."""
+"""Entity-link helpers (ctxbudget.entities): subjects of titles, and the links of the last
+tuple of items, kept only for that tuple."""
 
 from __future__ import annotations
 
-from ctxbudget.entities import subject_of
+from ctxbudget import entities
+from ctxbudget.entities import subject_links, subject_of
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.schemas import ConsolidatedItem
+from ctxbudget.testing import batch, candidate
+
+_TEXTS = (
+    "Ilse Varnhagen was born in Kellinghusen, a town on the Stör.",
+    "Kellinghusen lies north of Hamburg; Ilse Varnhagen filmed it.",
+    "The Stör valley towns include Kellinghusen and Itzehoe.",
+)
+
+
+def _items(pipeline: Pipeline) -> tuple[ConsolidatedItem, ...]:
+    routed = pipeline.router.run(batch([candidate(f"c{k}", t) for k, t in enumerate(_TEXTS)]))
+    return pipeline.consolidator.run(routed).items
+
+
+def test_the_same_tuple_is_answered_from_the_kept_links(pipeline: Pipeline) -> None:
+    """Asked twice of one tuple, the links are the same object, equal to a fresh answer."""
+    items = _items(pipeline)
+    first = subject_links(items)
+    assert subject_links(items) is first
+    assert first == entities._subject_links(items)
+    assert " kellinghusen " in first
+
+
+def test_an_equal_tuple_or_a_list_is_worked_out_again(pipeline: Pipeline) -> None:
+    """Another tuple (even an equal one) or a list is never answered by identity: same value."""
+    items = _items(pipeline)
+    first = subject_links(items)
+    again = subject_links(tuple(items))  # tuple() of a tuple is the same object
+    assert again is first
+    copied = tuple(list(items))
+    assert copied is not items
+    assert subject_links(copied) == first
+    as_list = list(items)
+    assert subject_links(as_list) == first
+    assert entities._LAST_LINKS["links"][0] is not as_list
+
+
+def test_the_links_follow_the_items_asked_last(pipeline: Pipeline) -> None:
+    """After other items were asked, the first ones are worked out again, not confused."""
+    items = _items(pipeline)
+    fewer = items[:1]
+    assert subject_links(items) == entities._subject_links(items)
+    assert subject_links(fewer) == entities._subject_links(fewer)
+    assert subject_links(items) == entities._subject_links(items)
 
 
 def test_subject_drops_the_qualifier() -> None:
