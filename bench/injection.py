@@ -27,8 +27,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxbudget.safety import scan_candidate
+
+if TYPE_CHECKING:
+    from bench.injection_data import Unit
 
 DEFAULT_CORPUS = (
     Path(__file__).resolve().parent.parent / "tests" / "data" / "injection_corpus.jsonl"
@@ -219,6 +223,24 @@ def gate_costs(pairs: Sequence[tuple[str | None, str]], gate: Gate) -> list[floa
     return out
 
 
+def _bipia_contexts(
+    units: Sequence[Unit], flagged: dict[int, bool], part: str
+) -> dict[tuple[str, str], list[int]]:
+    """BIPIA units of ``part`` per context kind (email, table, code) and label: [hit, total].
+    An attacked unit's id names its context (``text-3-table-middle``), a clean one starts
+    with it (``table-12``)."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for u in units:
+        if u.corpus != "bipia" or u.part != part:
+            continue
+        bits = u.id.split("-")
+        context = bits[2] if u.label == "attack" else bits[0]
+        c = out[(context, u.label)]
+        c[0] += flagged[id(u)]
+        c[1] += 1
+    return out
+
+
 def dev_report(gate: Gate, *, show_misses: bool = False) -> str:
     """The gate on every development corpus (:mod:`bench.injection_data`), per corpus, part
     and style, then the false withholds on retrieval traffic and the gate's cost."""
@@ -250,6 +272,8 @@ def dev_report(gate: Gate, *, show_misses: bool = False) -> str:
             t[1] += c.total
         for (corpus, kind), (hit, total) in sorted(totals.items()):
             lines.append(f"{'ALL':<10} {kind:<7} {corpus:<32} {_pct(hit, total)}")
+        for (context, kind), (hit, total) in sorted(_bipia_contexts(units, flagged, part).items()):
+            lines.append(f"{'BIPIA':<10} {kind:<7} {'in ' + context:<32} {_pct(hit, total)}")
         lines.append("")
     for corpus in ("msmarco", "hotpotqa"):
         wrong = [u.id for u in units if u.corpus == corpus and flagged[id(u)]]

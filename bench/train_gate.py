@@ -14,16 +14,23 @@ development data of :mod:`bench.injection_data`:
   benign prompts, hand-written look-alikes, MS MARCO, HotpotQA, MuSiQue and WikiQA passages).
 
 Each source carries the same total weight, so 5,000 MS MARCO passages do not drown 113 NotInject
-prompts. Features seen fewer than twice are dropped, and weights below :data:`PRUNE` after the
-fit, which keeps the file small. ``--part train`` fits on the training part only (for the
-held-out estimate of ``python -m bench.injection --model``); the shipped model is fitted on
-every part. The fit is deterministic: same data, same file.
+prompts. The second fit weighs the retrieval passages that the first one scored above
+:data:`HARD_LOGIT` :data:`HARD_WEIGHT` times more (hard negatives: song lyrics and forum posts
+that talk to the reader), so one odd passage does not hold the strong threshold up. Features
+seen fewer than twice are dropped, and weights below :data:`PRUNE` after the fit, which keeps
+the file small. ``--part train`` fits on the training part only (for the held-out estimate of
+``python -m bench.injection --model``); the shipped model is fitted on every part. The fit is
+deterministic: same data, same file.
 
-The two thresholds written with the weights are the probabilities at which the gate counts a
-passage's best sentence as a weak (1 point) or a strong (2 points, enough alone) sign; they are
-set from the benign passages of the fitting data: ``strong`` above the highest benign retrieval
-passage (MS MARCO, HotpotQA, MuSiQue) by a margin, ``weak`` at the 99th percentile of all benign
-units.
+The thresholds written with the weights are the probabilities at which the gate counts a
+passage's best sentence as a weak (0.5 point) or a strong (2 points, enough alone) sign, and
+``offtopic``, from which a best sentence that shares no content word with the rest of its
+document counts as strong (a planted task: "What is the capital of Brazil?" in a shipping
+notice). A share (:data:`CALIBRATION_SHARE` of 256) of the retrieval passages is kept out of the
+fit, so the thresholds see traffic the weights were not fitted to: ``strong`` is above the
+highest benign retrieval passage (MS MARCO, HotpotQA, MuSiQue, WikiQA; fitted or kept out) by
+:data:`MARGIN`, ``weak`` at the 99th percentile of all benign units, ``offtopic``
+:data:`OFFTOPIC_LIFT` below ``strong`` unless an off-topic retrieval passage needs it higher.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.injection_data import Unit, all_units
+from bench.injection_data import Unit, all_units, held_out
 from ctxbudget.safety.model import (
     MODEL_FILE,
     SCALE,
@@ -60,8 +67,16 @@ RATE = 0.05
 MARGIN = 0.25
 #: How far below the strong threshold (in logit) the weak one sits, at most.
 WEAK_GAP = float(os.environ.get("GATE_WEAK_GAP", "1.5"))
+#: How far below the strong threshold (in logit) the off-topic one sits, at most.
+OFFTOPIC_LIFT = float(os.environ.get("GATE_OFFTOPIC_LIFT", "1.0"))
 #: Sources of retrieval traffic, which the strong threshold must clear.
 TRAFFIC = frozenset(("msmarco", "hotpotqa", "musique", "wikiqa"))
+#: Retrieval passages scoring above this logit after the first fit are hard negatives: the
+#: second fit weighs them this many times more.
+HARD_LOGIT = float(os.environ.get("GATE_HARD_LOGIT", "0.0"))
+HARD_WEIGHT = float(os.environ.get("GATE_HARD_WEIGHT", "20"))
+#: Share (of 256) of retrieval passages kept out of the fit and only used to set the thresholds.
+CALIBRATION_SHARE = int(os.environ.get("GATE_CALIB", "32"))
 
 
 def _source(u: Unit) -> str:
@@ -126,7 +141,8 @@ def fit(design: Design) -> tuple[np.ndarray, float]:
 
 def train(units: Sequence[Unit]) -> LinearModel:
     """Fit the sentence model on ``units`` and set its thresholds."""
-    data = bags(units)
+    fitted = [u for u in units if not _calibration(u)]
+    data = bags(fitted)
     df: Counter[Feature] = Counter()
     for _src, _label, feats in data:
         for sent in feats:
@@ -139,6 +155,7 @@ def train(units: Sequence[Unit]) -> LinearModel:
     positives = sum(1 for s in mass if s.endswith("-attack"))
     negatives = len(mass) - positives
     keep: list[set[int] | None] = [None] * len(data)
+    hard = [False] * len(data)
     coef = np.zeros(len(vocab))
     bias = 0.0
     for round_ in range(2):
@@ -147,7 +164,7 @@ def train(units: Sequence[Unit]) -> LinearModel:
             chosen = keep[b]
             share = (1.0 / positives if label else 1.0 / negatives) / mass[src]
             if src.split("-")[0] in TRAFFIC:
-                share *= TRAFFIC_WEIGHT
+                share *= TRAFFIC_WEIGHT * (HARD_WEIGHT if hard[b] else 1.0)
             for k, sent in enumerate(feats):
                 if chosen is not None and k not in chosen:
                     continue
@@ -161,11 +178,26 @@ def train(units: Sequence[Unit]) -> LinearModel:
                 _best_sentences(feats, vocab, coef, bias) if label else None
                 for _src, label, feats in data
             ]
+            hard = [
+                src.split("-")[0] in TRAFFIC and _top(feats, vocab, coef, bias) >= HARD_LOGIT
+                for src, _label, feats in data
+            ]
     inv = {i: f for f, i in vocab.items()}
     weights = {inv[i]: float(c) for i, c in enumerate(coef) if abs(c) >= PRUNE}
     model = LinearModel.from_floats(float(bias), weights, 1.0, 1.0)
-    strong, weak = thresholds(model, units)
-    return LinearModel.from_floats(float(bias), weights, strong, weak)
+    strong, weak, offtopic = thresholds(model, units)
+    return LinearModel.from_floats(float(bias), weights, strong, weak, offtopic)
+
+
+def _calibration(u: Unit) -> bool:
+    """Whether ``u`` is a retrieval passage kept out of the fit for the thresholds."""
+    return u.corpus in TRAFFIC and held_out(f"calibration-{u.id}", CALIBRATION_SHARE)
+
+
+def _top(
+    feats: list[list[Feature]], vocab: dict[Feature, int], coef: np.ndarray, bias: float
+) -> float:
+    return max(bias + sum(coef[vocab[f]] for f in s if f in vocab) for s in feats)
 
 
 def _best_sentences(
@@ -176,21 +208,26 @@ def _best_sentences(
     return {k for k, s in enumerate(scores) if s >= 0.0 or s == top}
 
 
-def thresholds(model: LinearModel, units: Sequence[Unit]) -> tuple[float, float]:
-    """(strong, weak) from the benign units: strong clears every retrieval passage's best
-    sentence by :data:`MARGIN` in logit; weak is the 99th percentile of all benign units."""
-    traffic, benign = [], []
+def thresholds(model: LinearModel, units: Sequence[Unit]) -> tuple[float, float, float]:
+    """(strong, weak, offtopic) from the benign units: strong clears every retrieval passage's
+    best sentence by :data:`MARGIN` in logit; weak is the 99th percentile of all benign units;
+    offtopic sits :data:`OFFTOPIC_LIFT` below strong, or higher where a retrieval passage whose
+    best sentence is off its topic needs it (by :data:`MARGIN`), and never below weak."""
+    traffic, benign, off = [], [], [-math.inf]
     for u in units:
         if u.label != "benign":
             continue
-        text = u.text if not u.title else f"{u.title}\n{u.text}"
-        z = model.logit(normalize(text))
+        text = normalize(u.text if not u.title else f"{u.title}\n{u.text}")
+        z = model.logit(text)
         benign.append(z)
         if u.corpus in TRAFFIC:
             traffic.append(z)
+            if model.off_topic(text):
+                off.append(z)
     strong_z = max(traffic) + MARGIN
     weak_z = max(float(np.percentile(benign, 99.0)), strong_z - WEAK_GAP)
-    return round(_sigmoid(strong_z), 6), round(_sigmoid(weak_z), 6)
+    off_z = min(strong_z, max(strong_z - OFFTOPIC_LIFT, max(off) + MARGIN, weak_z))
+    return round(_sigmoid(strong_z), 6), round(_sigmoid(weak_z), 6), round(_sigmoid(off_z), 6)
 
 
 def _sigmoid(z: float) -> float:
@@ -209,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.write_text(model.to_json() + "\n", encoding="utf-8")
     print(
         f"wrote {args.out}: {len(model.weights)} weights, bias {model.bias / SCALE:.3f}, "
-        f"strong {model.strong:.4f}, weak {model.weak:.4f} ({len(units)} units)"
+        f"strong {model.strong:.4f}, weak {model.weak:.4f}, offtopic {model.offtopic:.4f} "
+        f"({len(units)} units)"
     )
     return 0
 

@@ -364,7 +364,9 @@ _MODEL_WEAK = 0.5
 
 
 def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
-    """The sentence model's sign (:mod:`.model`): an instruction put to the reader. It counts
+    """The sentence model's sign (:mod:`.model`): an instruction put to the reader, strong from
+    the model's ``strong`` probability, or from its lower ``offtopic`` one when the sentence is
+    off the subject of the document around it (:meth:`~.model.LinearModel.off_topic`). It counts
     half in text that describes attacks (a bag of words cannot tell a quoted attack from one),
     and is added after the frame penalty, which it does not take part in. Decoded payloads
     (``depth`` 1) are left to the rules: rot13 and reversed text "decode" to word salad."""
@@ -374,10 +376,14 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
     p = model.weak_probability(x.t)
     if p < model.weak:
         return
-    weight = _MODEL_STRONG if p >= model.strong else _MODEL_WEAK
+    weight, how = _MODEL_WEAK, "model"
+    if p >= model.strong:
+        weight = _MODEL_STRONG
+    elif p >= model.offtopic and model.off_topic(x.t):
+        weight, how = _MODEL_STRONG, "model-offtopic"
     if _FRAME.search(x.t):
         weight /= 2
-    v.add("injected_task", weight, f"model:{p:.3f}")
+    v.add("injected_task", weight, f"{how}:{p:.3f}")
 
 
 def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:

@@ -59,6 +59,9 @@ DOC_FEATURE = "@doc"
 LENGTH_STEP = 4
 MAX_LENGTH_STEP = 10
 _LENGTHS = tuple(f"#{n}" for n in range(MAX_LENGTH_STEP + 1))
+#: Words of at least this many letters are the content words :meth:`LinearModel.off_topic`
+#: compares.
+CONTENT_LETTERS = 4
 #: Weights are whole numbers of this many parts of a logit unit: sums are then exact whatever
 #: order a set of features is visited in, so a verdict is the same in every process.
 SCALE = 10_000
@@ -164,6 +167,9 @@ class LinearModel:
     weights: Mapping[Feature, int]
     strong: float
     weak: float
+    #: The probability from which a best sentence that is off the topic of its document
+    #: (:meth:`off_topic`) counts as a strong sign (1.0: never below ``strong``).
+    offtopic: float = 1.0
     #: ``weights`` split by key type: two smaller tables look up faster than one.
     _singles: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _pairs: Mapping[tuple[str, str], int] = field(init=False, repr=False, compare=False)
@@ -282,6 +288,25 @@ class LinearModel:
                 maybe.append(words)
         return self._probability(self._best(maybe, total)) if maybe else 0.0
 
+    def off_topic(self, t: str) -> bool:
+        """Whether the best sentence of normalised text ``t`` stands in a document (at least
+        :data:`DOCUMENT_WORDS` other words) and shares none of its content words (of
+        :data:`CONTENT_LETTERS` letters or more) with the rest of it: a task put to the reader
+        ("What is the capital of Brazil?" in a shipping notice) rather than a sentence of the
+        document's own subject. Only asked of the few passages near the strong threshold."""
+        split = sentences(t)
+        total = sum(map(len, split))
+        best, best_sum = -1, -math.inf
+        for k, words in enumerate(split):
+            s = self._best([words], total)
+            if best < 0 or s > best_sum:
+                best, best_sum = k, s
+        if best < 0 or total - len(split[best]) < DOCUMENT_WORDS:
+            return False
+        content = {w for w in split[best] if len(w) >= CONTENT_LETTERS}
+        rest = {w for k, words in enumerate(split) if k != best for w in words}
+        return bool(content) and content.isdisjoint(rest)
+
     def probability(self, t: str) -> float:
         """The model's probability that the best sentence of ``t`` is an injected instruction."""
         return self._probability(self.logit(t))
@@ -299,6 +324,7 @@ class LinearModel:
             "bias": self.bias,
             "strong": self.strong,
             "weak": self.weak,
+            "offtopic": self.offtopic,
             "weights": dict(sorted((_key_text(k), v) for k, v in self.weights.items())),
         }
         return json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -314,15 +340,22 @@ class LinearModel:
             weights={_key(str(k)): int(v) for k, v in body["weights"].items()},
             strong=float(body["strong"]),
             weak=float(body["weak"]),
+            offtopic=float(body.get("offtopic", 1.0)),
         )
 
     @classmethod
     def from_floats(
-        cls, bias: float, weights: Mapping[Feature, float], strong: float, weak: float
+        cls,
+        bias: float,
+        weights: Mapping[Feature, float],
+        strong: float,
+        weak: float,
+        offtopic: float = 1.0,
     ) -> LinearModel:
         """A model from real-valued weights (rounded to parts of :data:`SCALE`; zeros dropped)."""
         scaled = {k: round(v * SCALE) for k, v in weights.items()}
-        return cls(round(bias * SCALE), {k: v for k, v in scaled.items() if v}, strong, weak)
+        kept = {k: v for k, v in scaled.items() if v}
+        return cls(round(bias * SCALE), kept, strong, weak, offtopic)
 
 
 def _sigmoid(z: float) -> float:

@@ -272,6 +272,24 @@ _EN_NOUN_WORDS = (
     "conditioning safeguards guardrails"
 )
 
+#: An AI named so that it is not a person ("assistant" and "agent" only when qualified).
+_AI_PLAIN = (
+    r"(?:ai|llms?|language models?|chatbots?|chat bots?|bots?|gpt|chatgpt|claude|gemini|"
+    r"copilot|bard|ai (?:assistant|model|agent|system|tool|reader)s?|(?:automated|virtual|"
+    r"digital) (?:assistant|agent|reader|system|tool)s?|summari[sz]ers?|crawlers?)"
+)
+#: Polite forms of a request.
+_POLITE = (
+    r"(?:kindly|please|we (?:would )?(?:kindly |politely )?(?:ask|request|invite|urge) (?:you|"
+    r"that you)|(?:we|i)(?:'d| would) (?:really |greatly )?(?:appreciate|love|prefer) (?:it )?"
+    r"if you|it would (?:mean a lot|help (?:us|a lot)|be (?:great|wonderful|appreciated)) if "
+    r"you|be so kind as to|as a (?:small |little |personal )?favou?r|would you (?:mind|be so "
+    r"kind))"
+)
+_POLITE_WORDS = (
+    "kindly please ask request invite urge appreciate love prefer mean help kind favor favour mind"
+)
+
 # Multilingual "ignore the previous instructions": verbs, nouns, qualifiers per language.
 _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
     "es": (
@@ -351,6 +369,10 @@ _SYSTEM_DIRECTIVE = (
     r"instructions?)|from now on)\b"
 )
 
+
+#: The opening of a quoted string up to a later point of it: a double-quoted string may hold
+#: apostrophes ("the user's"), a single-quoted one double quotes.
+_QUOTED_UP_TO = r"(?:\"[^\"\n]{0,200}?|'[^'\n]{0,200}?)"
 
 #: Languages whose nouns are gated by letters they all hold instead of by words: the ASCII
 #: stretches of Vietnamese words ("th" of "thị", "nh" of "lệnh") are English words too
@@ -894,6 +916,16 @@ _RULES: tuple[_Rule, ...] = (
         _AI_WORDS, words2="any all every each", directive=True, group="any_ai",
     ),
     _rule(
+        # A request made politely to an AI ("Dear AI assistants who read this, kindly ...",
+        # "If you are an automated assistant, we would appreciate it if you ..."): a plain
+        # "assistant" or "agent" is left out, which in an email is often a person.
+        "polite_to_ai", "addressed_to_model", 1.0,
+        rf"\b{_AI_PLAIN}\b[^.!?\n]{{0,60}}?\b{_POLITE}\b"
+        rf"|\b{_POLITE}\b[^.!?\n]{{0,40}}?\b(?:the |any |all |every )?{_AI_PLAIN}\b",
+        _AI_WORDS + " automated virtual digital", words2=_POLITE_WORDS, directive=True,
+        group="polite_ai",
+    ),
+    _rule(
         "ai_reading_this", "addressed_to_model", 1.0,
         r"\b(?:ai|chatbots?|assistants?|ai assistants?|models?|language models?|llms?|"
         r"ai models?|ai systems?|summari[sz]ers?|ai tools?|agents?|ai agents?|llm agents?)"
@@ -1167,8 +1199,13 @@ _RULES: tuple[_Rule, ...] = (
         requires=(":",), doc=True, group="role_line", line_start=True,
     ),
     _rule(
+        # A system or developer message as JSON, a Python dict or keyword arguments
+        # (``dict(role="system", ...)``, ``Message(role='system', ...)``), or YAML whose next
+        # key is its content.
         "json_system_role", "role_text", 1.0,
-        r"\"role\"[ \t]{0,3}:[ \t]{0,3}\"(?:system|developer)\"",
+        r"[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}[\"'](?:system|developer)[\"']"
+        r"|\brole[ \t]{0,2}=[ \t]{0,2}[\"'](?:system|developer)[\"']"
+        r"|\brole:[ \t]{1,3}(?:system|developer)[ \t]{0,3}\n[ \t]{0,8}content:",
         "role", doc=True, quotable=False,
     ),
     _rule(
@@ -1176,10 +1213,15 @@ _RULES: tuple[_Rule, ...] = (
         # "You are a helpful assistant." gives none): what the model would obey, in a document.
         "json_system_directive", "role_text", 1.0,
         r"[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}[\"'](?:system|developer)[\"'][ \t]{0,3},[ \t]{0,3}"
-        r"[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}[\"'][^\"'\n]{0,200}?" + _SYSTEM_DIRECTIVE
-        + r"|[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}[\"'][^\"'\n]{0,200}?" + _SYSTEM_DIRECTIVE
-        + r"[^\"'\n]{0,200}[\"'][ \t]{0,3},[ \t]{0,3}[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}"
-        r"[\"'](?:system|developer)[\"']",
+        r"[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}" + _QUOTED_UP_TO + _SYSTEM_DIRECTIVE
+        + r"|[\"']content[\"'][ \t]{0,3}:[ \t]{0,3}" + _QUOTED_UP_TO + _SYSTEM_DIRECTIVE
+        + r"[^\n]{0,200}?[\"'][ \t]{0,3},[ \t]{0,3}[\"']role[\"'][ \t]{0,3}:[ \t]{0,3}"
+        r"[\"'](?:system|developer)[\"']"
+        # The same as keyword arguments and as YAML.
+        r"|\brole[ \t]{0,2}=[ \t]{0,2}[\"'](?:system|developer)[\"'][ \t]{0,3},[ \t]{0,3}"
+        r"content[ \t]{0,2}=[ \t]{0,2}" + _QUOTED_UP_TO + _SYSTEM_DIRECTIVE
+        + r"|\brole:[ \t]{1,3}(?:system|developer)[ \t]{0,3}\n[ \t]{0,8}content:[ \t]{1,3}"
+        r"[^\n]{0,200}?" + _SYSTEM_DIRECTIVE,
         "role", words2="content", doc=True, quotable=False,
     ),
     _rule(
@@ -1265,6 +1307,18 @@ _RULES: tuple[_Rule, ...] = (
         r"action[ \t]{0,3}:[ \t]{0,8}[\w.-]{1,40}[ \t]{0,8}\n[ \t]{0,8}action[ \t_]input"
         r"[ \t]{0,3}:",
         "action", words2="input", doc=True, quotable=False, group="tool_markup", line_start=True,
+    ),
+    _rule(
+        # The header of a tool's result ("Tool output (search):", "[web_search result]",
+        # "Observation:"): with an order or a note to the assistant after it, a forged result.
+        "tool_result_header", "tool_call", 1.0,
+        r"\b(?:tool|function|plugin|api|search|browser|calculator|retrieval|"
+        r"[a-z]{2,20}_[a-z]{2,20})[ \t]{0,2}(?:result|results|output|response|returned)"
+        r"(?:[ \t]{0,2}\([^()\n]{1,40}\))?[ \t]{0,3}(?::|>{1,3}|\])"
+        r"|\[[ \t]{0,2}[\w. -]{1,30}[ \t](?:result|results|output|response)[ \t]{0,2}\]"
+        r"|(?:^|\n)[ \t]{0,4}observation[ \t]{0,2}:",
+        "result results output response returned observation", doc=True, quotable=False,
+        group="tool_markup",
     ),
     _rule(
         "use_tool", "tool_call", 1.0,
