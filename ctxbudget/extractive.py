@@ -129,6 +129,8 @@ LEAD_BONUS = 0.75
 PROTECTED_BONUS = 0.5
 #: Score of a sentence naming the entity another retrieved passage is about.
 LINK_BONUS = 1.0
+#: How many of the best sentences are picked one by one for the query stems they add.
+COVERAGE_PICKS = 3
 
 
 _SUFFIXES = ("ings", "ing", "ers", "er", "ed", "es", "s")
@@ -284,26 +286,45 @@ def rank_stemmed(
     ``lead``, plus :data:`LINK_BONUS` when it names one of ``links`` (the entities other
     retrieved passages are about, as space-padded lower-case words: the sentence that carries
     a multi-hop question to its next passage); earlier sentences break ties.
-    The selector estimates an excerpt's size with this ranking, and the compressor keeps
-    sentences in this order, so both agree on what an excerpt holds.
+
+    The first :data:`COVERAGE_PICKS` sentences are picked one by one, each scoring only the
+    query stems the sentences picked before it do not carry (the bonuses stay whole): the
+    second sentence of an excerpt is then the one that adds to the first (the bridge it
+    names, the attribute asked for), not one that says the question again. The rest follow
+    in score order. The selector estimates an excerpt's size with this ranking, and the
+    compressor keeps sentences in this order, so both agree on what an excerpt holds.
     """
-    overlap = [len(st & qstems) for st in analysis.stems]
+    hits = [st & qstems for st in analysis.stems]
+    overlap = [len(h) for h in hits]
     n = len(overlap)
-    scores: list[tuple[float, int]] = []
+    bonus: list[float] = []
     for i in range(n):
         near = (
             overlap[i] > 0 or (i > 0 and overlap[i - 1] > 0) or (i + 1 < n and overlap[i + 1] > 0)
         )
-        score = overlap[i] + (PROTECTED_BONUS if near and analysis.protected[i] else 0.0)
+        score = PROTECTED_BONUS if near and analysis.protected[i] else 0.0
         if lead and i == 0:
             score += LEAD_BONUS
         if links:
             padded = analysis.padded[i]
             if any(link in padded for link in links):
                 score += LINK_BONUS
-        scores.append((score, -i))
+        bonus.append(score)
+    scores = [(overlap[i] + bonus[i], -i) for i in range(n)]
     order = sorted(range(n), key=scores.__getitem__, reverse=True)
-    return overlap, order
+    picks = min(COVERAGE_PICKS, n - 1)
+    if picks <= 0 or not qstems:
+        return overlap, order
+    chosen: list[int] = [order[0]]
+    covered = set(hits[order[0]])
+    rest = order[1:]
+    for _ in range(picks - 1):
+        # Equal scores: the earlier sentence.
+        pick = max(rest, key=lambda i: (len(hits[i] - covered) + bonus[i], -i))
+        rest.remove(pick)
+        chosen.append(pick)
+        covered.update(hits[pick])
+    return overlap, chosen + rest
 
 
 class ExtractiveCompressor:

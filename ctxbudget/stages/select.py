@@ -187,6 +187,15 @@ def _spaced_words(text: str) -> str:
     return f" {flat} "
 
 
+def _share_name(r: _Option, name: str, holders: int) -> None:
+    """Link waiting ``r`` by ``name``, held by ``holders`` items, when that link is stronger
+    than the one it has (the rarer the name, the stronger the link)."""
+    strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / holders)
+    if strength > r.shared_link:
+        r.shared_name, r.shared_link = name, strength
+        r.stale = True
+
+
 class EvidenceSelector:
     """Stage 3: consolidated batch in, packed batch (admitted items, in order) out."""
 
@@ -799,11 +808,15 @@ class _Admission:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
         mentions (the bridge), and those that share a distinctive name it hands on (the
         next hop; the rarer the name, the stronger the link, the first name in sorted order
-        among equals)."""
+        among equals). ``o``'s own subject is handed on too: a waiting text that names the
+        entity ``o`` is about is the next hop of the chain ("born in Lisbon" after the
+        passage about Lisbon), as strong as a shared name with as many holders; it is tried
+        after the names of ``o``'s text, so an equal link keeps the name found first."""
         padded = ""
         passed = o.names
         if passed and self.passes is not None:
             passed = self.passes(o)
+        own = o.subject
         for waiting in groups:
             for r in waiting:
                 if r.subject is not None and r.linked_from is None and not r.named:
@@ -811,12 +824,13 @@ class _Admission:
                     if r.subject_key in padded:
                         r.linked_from = o.subject
                         r.stale = True
-                if passed and r.names:
-                    for n, k in passed.items():
-                        strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / k)
-                        if strength > r.shared_link and n in r.names:
-                            r.shared_name, r.shared_link = n, strength
-                            r.stale = True
+                if not r.names:
+                    continue
+                for n, k in passed.items():
+                    if n in r.names:
+                        _share_name(r, n, k)
+                if own is not None and own != r.subject and own in r.names:
+                    _share_name(r, own, r.names[own])
 
     def _record(
         self, o: _Option, util: float, cost: int, compress_to: int | None, basis: tuple[str, ...]

@@ -1,0 +1,84 @@
+"""Selection hands an admitted passage's own subject on: a waiting text naming that entity
+is the next hop, even when the admitted text never names it mid-sentence."""
+
+from __future__ import annotations
+
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.schemas import Candidate, PackedBatch
+from ctxbudget.testing import batch, candidate
+
+TOPICS = (
+    "The church tower was rebuilt after a fire and now holds six bells",
+    "Dairy farms line the river meadows and sell cheese at the weekly fair",
+    "A narrow railway once carried peat from the moor to the brickworks",
+    "The old mill grinds rye for the bakers of the neighbouring villages",
+    "Storks nest on the chimneys of the barns along the northern dike",
+    "A rowing club trains on the quiet reach below the lock every spring",
+)
+
+
+def _filler(k: int) -> str:
+    return " ".join(f"{TOPICS[(k + j) % len(TOPICS)]} ({k}-{j})." for j in range(4))
+
+
+QUESTION = "What position does the footballer from the largest town of the Stör valley play?"
+
+
+def _para(title: str, text: str, score: float) -> Candidate:
+    return candidate(
+        title.lower().replace(" ", "-"), text, score, title=title, source_id="wiki", doc_id=title
+    )
+
+
+def _cands() -> list[Candidate]:
+    return [
+        _para(
+            "Kellinghusen",
+            "Kellinghusen is the largest town of the Stör valley. " + _filler(0),
+            9.0,
+        ),
+        *(
+            _para(f"Valley town {k}", f"A town of the Stör valley, number {k}. " + _filler(k), s)
+            for k, s in ((1, 8.8), (2, 8.6), (3, 8.4), (4, 8.2))
+        ),
+        _para(
+            "Stör ferries",
+            "Ferries once ran from the quay at Kellinghusen to the coast. " + _filler(5),
+            7.5,
+        ),
+        _para(
+            "Jan Petersen",
+            "Jan Petersen (born 1981 in Kellinghusen) is a footballer who plays as a defender.",
+            0.5,
+        ),
+    ]
+
+
+def _packed(pipeline: Pipeline, input_limit: int) -> PackedBatch:
+    b = batch(_cands(), query=QUESTION, input_limit=input_limit, reserve_tokens=300)
+    return pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+
+
+def test_a_text_naming_the_admitted_subject_is_linked_by_it(pipeline: Pipeline) -> None:
+    """The passage about Kellinghusen hands its subject on to the footballer born there."""
+    packed = _packed(pipeline, 1000)
+    items = packed.consolidated.items
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert "Kellinghusen" in basis
+    assert "shared_name:kellinghusen" in basis["Jan Petersen"]
+
+
+def test_the_next_hop_goes_ahead_of_higher_scored_distractors(pipeline: Pipeline) -> None:
+    """Under a tight budget the linked hop is admitted while distractors scored far above
+    it wait."""
+    packed = _packed(pipeline, 600)
+    items = packed.consolidated.items
+    titles = [items[a.item].title for a in packed.admitted]
+    assert "Jan Petersen" in titles
+    waiting = {items[i].title for i in packed.budget_dropped}
+    assert waiting == {f"Valley town {k}" for k in range(1, 5)}
+
+
+def test_the_hand_on_is_deterministic(pipeline: Pipeline) -> None:
+    """The same batch gives the same admissions."""
+    assert _packed(pipeline, 1000).admitted == _packed(pipeline, 1000).admitted
