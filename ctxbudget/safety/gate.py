@@ -10,38 +10,38 @@ from dataclasses import dataclass, field
 from ctxbudget.native import NATIVE, RuleGates
 
 from .model import shipped_model
-from .normalization import _prepare
+from .normalization import prepare
 from .rules import (
-    _BY_NEEDLE,
-    _BY_NONASCII,
-    _CLAUSE_CHARS,
-    _CLAUSE_WORDS,
-    _DOC_BRACES,
-    _DOC_PHRASE_WORDS,
-    _DOC_PHRASES,
-    _DOC_WORDS,
-    _FRAME,
-    _MD_LINK_BEFORE,
-    _OPENED_BY,
-    _OTHER_SCRIPTS,
-    _QUOTED,
-    _RULE_WORDS,
-    _RULES,
-    _SECOND,
-    _SKIPPABLE,
-    _ascii_words,
-    _candidate_rules,
-    _Rule,
+    BY_NEEDLE,
+    BY_NONASCII,
+    CLAUSE_CHARS,
+    CLAUSE_WORDS,
+    DOC_BRACES,
+    DOC_PHRASE_WORDS,
+    DOC_PHRASES,
+    DOC_WORDS,
+    FRAME,
+    MD_LINK_BEFORE,
+    OPENED_BY,
+    OTHER_SCRIPTS,
+    QUOTED,
+    RULE_WORDS,
+    RULES,
+    SECOND,
+    SKIPPABLE,
+    Rule,
+    ascii_words,
+    candidate_rules,
 )
 from .signals import (
-    _HINT_WORDS,
-    _MAX_HIDDEN_CHARS,
-    _RAW_ANY,
-    _decoded_payloads,
-    _hidden_segments,
-    _islice,
-    _raw_checks,
-    _url_signal,
+    HINT_WORDS,
+    MAX_HIDDEN_CHARS,
+    RAW_ANY,
+    decoded_payloads,
+    hidden_segments,
+    islice,
+    raw_checks,
+    url_signal,
 )
 
 #: Total score at or above which a passage is quarantined.
@@ -115,18 +115,18 @@ class Verdict:
 #: Every word a check looks for among the words of a passage: rule gates, the documentation
 #: test, decoding hints. A word-set test ``S.isdisjoint(x.words)`` is exact for any ``S``
 #: within this set (a test checks that each such ``S`` is).
-_CUE_WORDS = _RULE_WORDS | _HINT_WORDS
+_CUE_WORDS = RULE_WORDS | HINT_WORDS
 
 
 #: The compiled twin of the rule gates (``native/src/gate.rs``): a passage's cue words and
-#: :func:`~.rules._candidate_rules` in one pass, when the extension has it.
+#: :func:`~.rules.candidate_rules` in one pass, when the extension has it.
 _NATIVE_GATES: RuleGates | None = (
     _make(
         cue_words=sorted(_CUE_WORDS),
-        opened_by={w: [i for i, _w2, _req in opened] for w, opened in _OPENED_BY.items()},
-        needles=list(_BY_NEEDLE.items()),
-        nonascii=list(_BY_NONASCII.items()),
-        second=[(sorted(words2), list(requires)) for words2, requires in _SECOND],
+        opened_by={w: [i for i, _w2, _req in opened] for w, opened in OPENED_BY.items()},
+        needles=list(BY_NEEDLE.items()),
+        nonascii=list(BY_NONASCII.items()),
+        second=[(sorted(words2), list(requires)) for words2, requires in SECOND],
     )
     if (_make := getattr(NATIVE, "RuleGates", None))
     else None
@@ -139,7 +139,7 @@ def _read_gates(t: str, ascii: bool) -> tuple[frozenset[str], list[int]] | None:
     if _NATIVE_GATES is None:
         return None
     try:
-        return _NATIVE_GATES.read(t, not ascii and _OTHER_SCRIPTS.search(t) is not None)
+        return _NATIVE_GATES.read(t, not ascii and OTHER_SCRIPTS.search(t) is not None)
     except UnicodeEncodeError:
         return None
 
@@ -163,7 +163,7 @@ class _Text:
     )
 
     def __init__(self, raw: str) -> None:
-        self.cased, self.t, self.lookalikes = _prepare(raw)
+        self.cased, self.t, self.lookalikes = prepare(raw)
         self.ascii = self.t.isascii()
         #: ``t`` as ASCII bytes, "?" for each other character (the word gates and the base64
         #: test read it).
@@ -172,23 +172,23 @@ class _Text:
         #: cheaper to build than the set of all its words (words as :func:`~.rules._word_list`
         #: splits them).
         gates = _read_gates(self.t, self.ascii)
-        #: The rules whose gates are open (:func:`~.rules._candidate_rules`), once known.
+        #: The rules whose gates are open (:func:`~.rules.candidate_rules`), once known.
         self._candidates: list[int] | None = None
         if gates is None:
-            self.words = _CUE_WORDS.intersection(_ascii_words(self.t_bytes))
+            self.words = _CUE_WORDS.intersection(ascii_words(self.t_bytes))
         else:
             self.words, self._candidates = gates
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
         self._padded: str | None = None
-        #: The decoded payloads (:func:`~.signals._decoded_payloads`), once worked out.
+        #: The decoded payloads (:func:`~.signals.decoded_payloads`), once worked out.
         self.decoded: list[str] | None = None
 
     @property
     def candidates(self) -> list[int]:
-        """:func:`~.rules._candidate_rules` of this text."""
+        """:func:`~.rules.candidate_rules` of this text."""
         if self._candidates is None:
-            self._candidates = _candidate_rules(self)
+            self._candidates = candidate_rules(self)
         return self._candidates
 
     @property
@@ -207,12 +207,12 @@ class _Text:
             t = self.t
             if '"' in t or "'" in t or not self.ascii:
                 links = "](" in t
-                for m in _QUOTED.finditer(t):
+                for m in QUOTED.finditer(t):
                     start = m.start()
                     if (
                         links
                         and t[start] == '"'
-                        and _MD_LINK_BEFORE.search(t, max(0, start - 520), start)
+                        and MD_LINK_BEFORE.search(t, max(0, start - 520), start)
                     ):
                         continue  # a markdown link title: hidden text, not a quotation
                     starts.append(start)
@@ -226,9 +226,9 @@ class _Text:
         if self._doc is None:
             t = self.t
             self._doc = (
-                not _DOC_WORDS.isdisjoint(self.words)
-                or ("{" in t and bool(_DOC_BRACES.search(t)))
-                or (not _DOC_PHRASE_WORDS.isdisjoint(self.words) and bool(_DOC_PHRASES.search(t)))
+                not DOC_WORDS.isdisjoint(self.words)
+                or ("{" in t and bool(DOC_BRACES.search(t)))
+                or (not DOC_PHRASE_WORDS.isdisjoint(self.words) and bool(DOC_PHRASES.search(t)))
             )
         return self._doc
 
@@ -248,14 +248,14 @@ def _clause_start(t: str, pos: int) -> bool:
     i = pos
     while i > 0 and pos - i < 3 and t[i - 1] in " \t":
         i -= 1
-    if i == 0 or t[i - 1] in _CLAUSE_CHARS:
+    if i == 0 or t[i - 1] in CLAUSE_CHARS:
         return True
     if i == pos:  # a softener must stand apart: "please ignore", not "pleaseignore"
         return False
     k = i
     while k > 0 and i - k < 12 and "a" <= t[k - 1] <= "z":
         k -= 1
-    return t[k:i] in _CLAUSE_WORDS
+    return t[k:i] in CLAUSE_WORDS
 
 
 #: Matches of one rule looked at (later ones are ignored): searches resume after each match, so
@@ -263,7 +263,7 @@ def _clause_start(t: str, pos: int) -> bool:
 _MAX_MATCHES = 500
 
 
-def _rule_weight(rule: _Rule, x: _Text, *, quotes: bool = True) -> float:
+def _rule_weight(rule: Rule, x: _Text, *, quotes: bool = True) -> float:
     """The rule's weight if it matches outside quotation marks, half of it if every match
     is quoted, 0 if it does not match (at most :data:`_MAX_MATCHES` matches are looked at).
     In ASCII text the rule's ``ascii_rx`` is searched when it has one (same offsets, found
@@ -296,7 +296,7 @@ def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
 
 
 #: Every rule's index, for the unfiltered evaluation.
-_ALL_RULES = tuple(range(len(_RULES)))
+_ALL_RULES = tuple(range(len(RULES)))
 
 
 def _score(
@@ -313,13 +313,13 @@ def _score(
 
     With ``complete`` false, the work stops short once the quarantine is settled (the scores
     sum to :data:`_SETTLED`): a rule whose finding has already scored is skipped when that can
-    change no other finding (``_SKIPPABLE``), and the frame penalty is not computed. The
+    change no other finding (``SKIPPABLE``), and the frame penalty is not computed. The
     findings are the same either way; scores, rules and penalty are whole only when complete.
     ``x``, when given, is ``_Text(raw)`` already made, and ``candidates`` the rules to run
-    when they are already known (its :func:`~.rules._candidate_rules` when ``fast``).
+    when they are already known (its :func:`~.rules.candidate_rules` when ``fast``).
     """
     v = Verdict()
-    _raw_checks(raw, v)
+    raw_checks(raw, v)
     if x is None:
         x = _Text(raw)
     if x.lookalikes:
@@ -330,8 +330,8 @@ def _score(
     if candidates is None:
         candidates = x.candidates if fast else _ALL_RULES
     for i in candidates:
-        rule = _RULES[i]
-        if settled and rule.finding in scores and _SKIPPABLE[i]:
+        rule = RULES[i]
+        if settled and rule.finding in scores and SKIPPABLE[i]:
             continue
         weight = _rule_weight(rule, x)
         if weight and rule.doc and x.documentation:
@@ -343,7 +343,7 @@ def _score(
         v.add(rule.finding, weight, rule.name)
         if weight > 0.0 and not complete:
             settled = sum(scores.values()) >= _SETTLED
-    url_weight, url_rule = _url_signal(x.cased)
+    url_weight, url_rule = url_signal(x.cased)
     if url_weight:
         v.add("exfiltration", url_weight, url_rule)
     _hidden_text(x, v, fast=fast)
@@ -351,7 +351,7 @@ def _score(
         _encoded(x, v, fast=fast, complete=complete)
     v.documentation = bool(x._doc)
     if scores and v.total >= THRESHOLD and (complete or sum(scores.values()) < _SETTLED):
-        cues = {m.group(0) for m in _islice(_FRAME.finditer(x.t), 8)}
+        cues = {m.group(0) for m in islice(FRAME.finditer(x.t), 8)}
         v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
     _model_signal(x, v, depth=depth)
     return v
@@ -381,7 +381,7 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
         weight = _MODEL_STRONG
     elif p >= model.offtopic and model.off_topic(x.t):
         weight, how = _MODEL_STRONG, "model-offtopic"
-    if _FRAME.search(x.t):
+    if FRAME.search(x.t):
         weight /= 2
     v.add("injected_task", weight, f"{how}:{p:.3f}")
 
@@ -390,19 +390,19 @@ def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:
     t = x.t
     if "<" not in t and "](" not in t and "]:" not in t:
         return
-    hidden = "\n".join(_hidden_segments(t))[:_MAX_HIDDEN_CHARS]
+    hidden = "\n".join(hidden_segments(t))[:MAX_HIDDEN_CHARS]
     if not hidden.strip():
         return
     h = _Text(hidden)
-    for i in h.candidates if fast else range(len(_RULES)):
-        rule = _RULES[i]
+    for i in h.candidates if fast else range(len(RULES)):
+        rule = RULES[i]
         if rule.directive and _rule_weight(rule, h, quotes=False):
             v.add("hidden_text", 1.0, f"hidden:{rule.name}")
             return
 
 
 def _encoded(x: _Text, v: Verdict, *, fast: bool, complete: bool) -> None:
-    for decoded in _decoded_payloads(x):
+    for decoded in decoded_payloads(x):
         inner = _score(decoded, fast=fast, depth=1, complete=complete)
         if inner.quarantined:
             v.add("encoded_payload", 3.0, "decoded:" + "+".join(inner.findings))
@@ -428,19 +428,19 @@ def scan(text: str) -> tuple[str, ...]:
 
 def _nothing_else_to_score(raw: str, x: _Text) -> bool:
     """Whether no check of :func:`_score` but the rules can add a score to ``raw``: no
-    invisible characters (ASCII, or none of those :func:`~.signals._raw_checks` looks for),
+    invisible characters (ASCII, or none of those :func:`~.signals.raw_checks` looks for),
     no look-alike letters, no URL, no hidden HTML or markdown and nothing to decode. The tests
     are the ones :func:`_score` starts with, so when this holds and no rule's gates are open
     (most passages) the verdict is the model's alone."""
     t = x.t
     return (
-        (raw.isascii() or not _RAW_ANY.search(raw))
+        (raw.isascii() or not RAW_ANY.search(raw))
         and not x.lookalikes
         and ("//" not in x.cased or "=" not in x.cased)
         and "<" not in t
         and "](" not in t
         and "]:" not in t
-        and not _decoded_payloads(x)
+        and not decoded_payloads(x)
     )
 
 

@@ -103,7 +103,7 @@ def _unmix(t: str) -> tuple[str, int]:
     return "".join(pieces), count
 
 
-def _prepare(raw: str) -> tuple[str, str, int]:
+def prepare(raw: str) -> tuple[str, str, int]:
     """The normalised text with its case kept (for base64 and URLs), the same lower-cased (what
     the rules match), and the number of words that mixed Latin with look-alike letters."""
     t = raw
@@ -126,7 +126,7 @@ def _prepare(raw: str) -> tuple[str, str, int]:
 
 
 def _prepare_ascii(t: str) -> tuple[str, str, int]:
-    """:func:`_prepare` for ASCII text (no look-alike letters), its tests on one translation."""
+    """:func:`prepare` for ASCII text (no look-alike letters), its tests on one translation."""
     classes = t.encode("ascii").translate(_ASCII_CLASSES)
     if b"\0" in classes:
         t = _STRIP_RX.sub("", t)
@@ -146,4 +146,4 @@ def normalize(text: str) -> str:
     """The form the gate matches against: HTML references and tag characters decoded, NFKC,
     format characters removed, look-alike brackets and (in mixed-script words) letters mapped
     to ASCII, lower-cased. ``normalize("＜/ｅｖｉｄｅｎｃｅ＞") == "</evidence>"``."""
-    return _prepare(text)[1]
+    return prepare(text)[1]

@@ -1,6 +1,6 @@
 """The rules of the injection gate: what each matches, its weight and finding, and the word
 and needle gates that let a passage visit only the rules it can match (the catalogue itself is
-the table ``_RULES``)."""
+the table ``RULES``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class _Rule:
+class Rule:
     name: str  # shown by explain()
     finding: str
     weight: float
@@ -93,13 +93,13 @@ def _rule(
     clause: bool = False,
     requires: tuple[str, ...] = (),
     line_start: bool = False,
-) -> _Rule:
+) -> Rule:
     gate, extra = _gate_words(words)
     gate2, extra2 = _gate_words(words2)
     if extra2:
         raise ValueError(f"{name}: second gate words need an ASCII stretch: {extra2}")
     fast = _ascii_scan_form(pattern)
-    return _Rule(
+    return Rule(
         name,
         finding,
         weight,
@@ -380,7 +380,7 @@ _QUOTED_UP_TO = r"(?:\"[^\"\n]{0,200}?|'[^'\n]{0,200}?)"
 _ML_NEEDLES: dict[str, tuple[str, ...]] = {"vi": ("ẫ", "ỉ", "ị", "ệ", "ắ", "ầ")}
 
 
-def _ml_override(lang: str) -> _Rule:
+def _ml_override(lang: str) -> Rule:
     verbs, nouns, quals = _ML_OVERRIDE[lang]
     needles = _ML_NEEDLES.get(lang, ())
     return _rule(
@@ -395,7 +395,7 @@ def _ml_override(lang: str) -> _Rule:
     )
 
 
-_RULES: tuple[_Rule, ...] = (
+RULES: tuple[Rule, ...] = (
     # --- Instructions aimed at the model ---------------------------------------------------------
     _rule(
         "override_instructions", "instruction", 2.0,
@@ -1384,20 +1384,20 @@ _RULES: tuple[_Rule, ...] = (
 #: Per rule: whether skipping it can change no finding but its own. So when its group, if any,
 #: holds rules of its finding only (the best weight a group remembers trims later rules of the
 #: group; across findings, that could decide whether another finding scores).
-_SKIPPABLE: tuple[bool, ...] = tuple(
-    r.group is None or all(o.finding == r.finding for o in _RULES if o.group == r.group)
-    for r in _RULES
+SKIPPABLE: tuple[bool, ...] = tuple(
+    r.group is None or all(o.finding == r.finding for o in RULES if o.group == r.group)
+    for r in RULES
 )
 
 # Where an imperative clause may start: after these characters, or after these words.
-_CLAUSE_CHARS = frozenset(".!?;:,\n([\"'“*>-–—")
-_CLAUSE_WORDS = _wordset(
+CLAUSE_CHARS = frozenset(".!?;:,\n([\"'“*>-–—")
+CLAUSE_WORDS = _wordset(
     "please and then now just simply kindly must should to also first immediately so always "
     "hereby pls plz"
 )
 
 # Text that describes attacks rather than carrying one.
-_FRAME = re.compile(
+FRAME = re.compile(
     r"\b(?:for example|for instance|e\.g\.|such as|an attacker|attackers|the attacker|"
     r"adversar(?:y|ies|ial)|prompt injections?|indirect injection|injection attacks?|injected|"
     r"jailbreak(?:s|ing)?|this (?:technique|attack|trick|kind of|type of)|red[- ]team\w{0,4}|"
@@ -1411,28 +1411,28 @@ _FRAME = re.compile(
     r"angreifer|injektion|attacco|iniezione|injeção)"
 )
 # Text that reads as technical documentation of templates, schemas and APIs.
-_DOC_WORDS = _wordset(
+DOC_WORDS = _wordset(
     "template templates tokenizer tokenizers tokeniser tokenisers schema schemas placeholder "
     "placeholders syntax sdk wraps import def const returned returns response responses client"
 )
-_DOC_BRACES = re.compile(
+DOC_BRACES = re.compile(
     r"\{\{[ \t]{0,2}(?!conversation|chat|history|messages|system_prompt|secret|password|"
     r"api_key|user_data|session)|\{%|\{[a-z_]{2,30}\}(?!\S)"
 )
-_DOC_PHRASE_WORDS = _wordset("special reference response e example examples")
+DOC_PHRASE_WORDS = _wordset("special reference response e example examples")
 # "example" as a word of prose, not the reserved domain in "exfil.example" or "example.com".
-_DOC_PHRASES = re.compile(
+DOC_PHRASES = re.compile(
     r"special tokens?|api reference|response contains|the response|e\.g\.|"
     r"(?<![.@/-])\bexamples?\b(?![.@/-]?[a-z0-9])"
 )
-_MD_LINK_BEFORE = re.compile(r"\]\([^\s()\[\]]{1,500}[ \t]{1,3}$")
-_QUOTED = re.compile(
+MD_LINK_BEFORE = re.compile(r"\]\([^\s()\[\]]{1,500}[ \t]{1,3}$")
+QUOTED = re.compile(
     r"“[^”\n]{1,400}”|«[^»\n]{1,400}»|„[^“”\n]{1,400}[“”]|「[^」\n]{1,400}」|『[^』\n]{1,400}』"
     r"|(?:(?<=[\s(\[:])|^)\"[^\"\n]{3,400}\"(?![a-z0-9])"
     r"|(?:(?<=[\s(\[:])|^)'[^'\n]{3,400}'(?![a-z0-9])"
 )
 # Scripts whose rules have non-ASCII needles (Cyrillic, Arabic, Devanagari, CJK, kana, Hangul).
-_OTHER_SCRIPTS = re.compile(
+OTHER_SCRIPTS = re.compile(
     "[\u0400-\u04ff\u0600-\u06ff\u0900-\u097f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
 )
 
@@ -1442,25 +1442,25 @@ _OTHER_SCRIPTS = re.compile(
 # non-ASCII letters is kept as its longest ASCII stretch, or failing that as a needle.
 def _word_list(t: str) -> list[str]:
     """The words of ``t`` in text order, repeats kept."""
-    return _ascii_words(t.encode("ascii", "replace"))
+    return ascii_words(t.encode("ascii", "replace"))
 
 
-def _ascii_words(t_bytes: bytes) -> list[str]:
+def ascii_words(t_bytes: bytes) -> list[str]:
     """:func:`_word_list` of a text given as ASCII bytes ("?" for each other character)."""
     return t_bytes.translate(_LETTERS_ONLY).decode("ascii").split()
 
 
 #: Rule indices by gate word and by needle, so a passage only visits the rules it can match.
 _BY_WORD: dict[str, list[int]] = {}
-_BY_NEEDLE: dict[str, list[int]] = {}
-_BY_NONASCII: dict[str, list[int]] = {}
-for _i, _r in enumerate(_RULES):
+BY_NEEDLE: dict[str, list[int]] = {}
+BY_NONASCII: dict[str, list[int]] = {}
+for _i, _r in enumerate(RULES):
     for _w in _r.words:
         _BY_WORD.setdefault(_w, []).append(_i)
     for _n in _r.needles:
-        _BY_NEEDLE.setdefault(_n, []).append(_i)
+        BY_NEEDLE.setdefault(_n, []).append(_i)
     for _n in _r.nonascii:
-        _BY_NONASCII.setdefault(_n, []).append(_i)
+        BY_NONASCII.setdefault(_n, []).append(_i)
 _GATE_WORDS = frozenset(_BY_WORD)
 
 
@@ -1473,14 +1473,14 @@ def _guard(needle: str) -> str:
 #: The needles with their rules, grouped under their guards: a group's needles are looked for
 #: only in a text that holds its guard.
 _NEEDLE_GROUPS: tuple[tuple[str, tuple[tuple[str, list[int]], ...]], ...] = tuple(
-    (guard, tuple((n, idx) for n, idx in _BY_NEEDLE.items() if _guard(n) == guard))
-    for guard in dict.fromkeys(map(_guard, _BY_NEEDLE))
+    (guard, tuple((n, idx) for n, idx in BY_NEEDLE.items() if _guard(n) == guard))
+    for guard in dict.fromkeys(map(_guard, BY_NEEDLE))
 )
 #: Every word a gate of a rule or the documentation test looks for.
-_RULE_WORDS = _GATE_WORDS.union(*(r.words2 for r in _RULES), _DOC_WORDS, _DOC_PHRASE_WORDS)
+RULE_WORDS = _GATE_WORDS.union(*(r.words2 for r in RULES), DOC_WORDS, DOC_PHRASE_WORDS)
 
 
-def _candidate_rules(x: _Text) -> list[int]:
+def candidate_rules(x: _Text) -> list[int]:
     """Indices of the rules whose gates are open for ``x`` (ascending): the first gate (a gate
     word, needle or non-ASCII needle present) and the second (a ``words2`` word and a
     ``requires`` substring present, for the rules that have them). Each rule's second gate is
@@ -1490,7 +1490,7 @@ def _candidate_rules(x: _Text) -> list[int]:
     checked: set[int] = set()
     found: list[int] = []
     for w in words:
-        for i, words2, requires in _OPENED_BY.get(w, ()):
+        for i, words2, requires in OPENED_BY.get(w, ()):
             if i in checked:
                 continue
             checked.add(i)
@@ -1506,13 +1506,13 @@ def _candidate_rules(x: _Text) -> list[int]:
         if n in t
         for i in idx
     ]
-    if not x.ascii and _OTHER_SCRIPTS.search(t):
-        first += [i for n, idx in _BY_NONASCII.items() if n in t for i in idx]
+    if not x.ascii and OTHER_SCRIPTS.search(t):
+        first += [i for n, idx in BY_NONASCII.items() if n in t for i in idx]
     for i in first:
         if i in checked:
             continue
         checked.add(i)
-        words2, requires = _SECOND[i]
+        words2, requires = SECOND[i]
         if (not words2 or not words2.isdisjoint(words)) and (
             not requires or any(n in t for n in requires)
         ):
@@ -1522,10 +1522,10 @@ def _candidate_rules(x: _Text) -> list[int]:
 
 
 #: Each rule's second gate: its ``words2`` and ``requires``.
-_SECOND: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = tuple(
-    (r.words2, r.requires) for r in _RULES
+SECOND: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = tuple(
+    (r.words2, r.requires) for r in RULES
 )
 #: The rules each gate word opens the first gate of, with their second gates.
-_OPENED_BY: dict[str, tuple[tuple[int, frozenset[str], tuple[str, ...]], ...]] = {
-    w: tuple((i, *_SECOND[i]) for i in idx) for w, idx in _BY_WORD.items()
+OPENED_BY: dict[str, tuple[tuple[int, frozenset[str], tuple[str, ...]], ...]] = {
+    w: tuple((i, *SECOND[i]) for i in idx) for w, idx in _BY_WORD.items()
 }

@@ -22,7 +22,7 @@ _BIDI_OVERRIDE = re.compile("[\u202d\u202e]")
 _ZW_IN_WORD = re.compile("[A-Za-z][\u200b-\u200d\u2060-\u2064\ufeff\u180e]{1,8}[A-Za-z]")
 _FLAG_EMOJI = re.compile("\U0001f3f4[\U000e0061-\U000e007a]{2,7}\U000e007f")
 _ANY_TAG_CHAR = re.compile("[\U000e0000-\U000e007f]")
-_RAW_ANY = re.compile("[\u202d\u202e\u200b-\u200d\u2060-\u2064\ufeff\u180e\U000e0000-\U000e007f]")
+RAW_ANY = re.compile("[\u202d\u202e\u200b-\u200d\u2060-\u2064\ufeff\u180e\U000e0000-\U000e007f]")
 
 # --- Hidden HTML / markdown -----------------------------------------------------------------------
 _OPEN_TAG = re.compile(r"<[a-z][a-z0-9]{0,10}\b[^<>]{0,400}>")
@@ -36,7 +36,7 @@ _ATTR_TEXT = re.compile(r"\b(?:alt|title|aria-label)[ \t]{0,3}=[ \t]{0,3}\"([^\"
 _MD_TITLE = re.compile(r"\]\([^\s()\[\]]{1,500}[ \t]{1,3}\"([^\"\n]{1,300})\"\)")
 _MD_COMMENT = re.compile(r"\[(?://|comment|_)\]:[ \t]{0,3}(?:#|<>)[ \t]{0,3}\(([^)\n]{0,500})\)")
 _MAX_SEGMENTS = 200
-_MAX_HIDDEN_CHARS = 8000
+MAX_HIDDEN_CHARS = 8000
 
 # --- URLs -----------------------------------------------------------------------------------------
 _MD_URL = re.compile(r"!?\[[^\]\n]{0,200}\]\([ \t]{0,3}([^\s()\[\]]{1,500})")
@@ -64,7 +64,7 @@ _HEX_HINT = re.compile(r"\bhex(?:adecimal)?\b")
 _ROT13_WORDS = frozenset(("rot", "caesar", "decode", "decoding", "decipher"))
 _REVERSE_WORDS = frozenset(("backwards", "reversed", "reverse"))
 _HEX_WORDS = frozenset(("hex", "hexadecimal"))
-_HINT_WORDS = _ROT13_WORDS | _REVERSE_WORDS | _HEX_WORDS
+HINT_WORDS = _ROT13_WORDS | _REVERSE_WORDS | _HEX_WORDS
 _MAX_RUNS = 256  # runs are disjoint: decoding them all is linear in the text
 # Cheap pre-check for a base64 run: alphabet bytes -> "a", others -> " ", look for 24 "a"s.
 _B64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
@@ -91,7 +91,7 @@ _COMBINING = re.compile(
 _MAX_DECODED_TOTAL = 32768  # base64 or hex text re-scanned, in all
 
 
-def _islice(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
+def islice(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
     out = []
     for m in it:
         out.append(m)
@@ -100,7 +100,7 @@ def _islice(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
     return out
 
 
-def _hidden_segments(t: str) -> list[str]:
+def hidden_segments(t: str) -> list[str]:
     """Text the reader of a rendered page does not see: comments, invisible elements, alt
     texts, link titles, markdown comments (bounded in count and size)."""
     out: list[str] = []
@@ -114,18 +114,18 @@ def _hidden_segments(t: str) -> list[str]:
         out.append(t[start + 4 : min(end, start + 4 + 2000)])
         pos = end + 3
     if "<" in t:
-        for m in _islice(_OPEN_TAG.finditer(t), 10 * _MAX_SEGMENTS):
+        for m in islice(_OPEN_TAG.finditer(t), 10 * _MAX_SEGMENTS):
             if len(out) >= _MAX_SEGMENTS:
                 break
             if _HIDDEN_STYLE.search(m.group(0)):
                 out.append(t[m.end() : m.end() + 1000].split("</", 1)[0])
     for rx, needle in ((_ATTR_TEXT, "="), (_MD_TITLE, "]("), (_MD_COMMENT, "]:")):
         if needle in t:
-            out.extend(m.group(1) for m in _islice(rx.finditer(t), _MAX_SEGMENTS))
+            out.extend(m.group(1) for m in islice(rx.finditer(t), _MAX_SEGMENTS))
     return out
 
 
-def _url_signal(cased: str) -> tuple[float, str]:
+def url_signal(cased: str) -> tuple[float, str]:
     """2.0 for a markdown link/image whose query carries a placeholder (``{x}``, ``<X>``,
     ``$X``, ``[x]``, or an identifier naming conversation/secret data such as ``CHAT_HISTORY``),
     1.5 for such a bare URL or one left open right before a placeholder, 1.0 for a URL left
@@ -135,11 +135,11 @@ def _url_signal(cased: str) -> tuple[float, str]:
     best = (0.0, "")
     urls = [
         (m.group(1), True, "", m.start(), m.end())
-        for m in _islice(_MD_URL.finditer(cased), _MAX_URLS)
+        for m in islice(_MD_URL.finditer(cased), _MAX_URLS)
     ]
     urls += [
         (m.group(0), False, cased[m.end() : m.end() + 1], m.start(), m.end())
-        for m in _islice(_BARE_URL.finditer(cased), _MAX_URLS)
+        for m in islice(_BARE_URL.finditer(cased), _MAX_URLS)
     ]
     for url, in_md, after, start, end in urls:
         if "?" not in url:
@@ -172,7 +172,7 @@ def _placeholder_value(value: str) -> bool:
     return (ident.isupper() and len(ident) >= 3) or "_" in ident
 
 
-def _decoded_payloads(x: _Text) -> list[str]:
+def decoded_payloads(x: _Text) -> list[str]:
     """Plain texts hidden as base64, as hex (with a "hex" hint), as rot13 (with a "rot13" or
     "decode" hint) or reversed (with a "backwards"/"reversed" hint). The decoded base64 (and hex)
     runs are joined into one text, bounded in size. Worked out once per text (kept on ``x``)."""
@@ -185,13 +185,11 @@ def _decode_all(x: _Text) -> list[str]:
     out: list[str] = []
     cased, t = x.cased, x.t
     if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
-        runs = [
-            m.group(0)[:_MAX_DECODE_CHARS] for m in _islice(_B64_RUN.finditer(cased), _MAX_RUNS)
-        ]
+        runs = [m.group(0)[:_MAX_DECODE_CHARS] for m in islice(_B64_RUN.finditer(cased), _MAX_RUNS)]
         out.append(_join_decoded(_run_text(run) for run in runs))
     out += _plain_disguises(x)
     words = x.words
-    if not out and _HINT_WORDS.isdisjoint(words):
+    if not out and HINT_WORDS.isdisjoint(words):
         return out
     if not _ROT13_WORDS.isdisjoint(words) and _ROT13_HINT.search(t):
         out.append(codecs.encode(cased, "rot13"))
@@ -201,7 +199,7 @@ def _decode_all(x: _Text) -> list[str]:
         out.append(
             _join_decoded(
                 _printable(bytes.fromhex(m.group(0)[:_MAX_DECODE_CHARS]))
-                for m in _islice(_HEX_RUN.finditer(cased), _MAX_RUNS)
+                for m in islice(_HEX_RUN.finditer(cased), _MAX_RUNS)
             )
         )
     return [d for d in out if d]
@@ -280,9 +278,9 @@ def _printable(raw: bytes) -> str | None:
     return text
 
 
-def _raw_checks(raw: str, v: Verdict) -> None:
+def raw_checks(raw: str, v: Verdict) -> None:
     """Invisible characters that reorder text, split words, or smuggle ASCII as tag chars."""
-    if raw.isascii() or not _RAW_ANY.search(raw):
+    if raw.isascii() or not RAW_ANY.search(raw):
         return
     if _BIDI_OVERRIDE.search(raw):
         v.add("hidden_characters", 4.0, "bidi_override")

@@ -98,7 +98,7 @@ fn in_ranges(ranges: &[(u32, u32)], c: char) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Rule gates: `gate._Text.words` and `rules._candidate_rules`.
+// Rule gates: `gate._Text.words` and `rules.candidate_rules`.
 
 /// A set of small indices, as bits.
 struct Bits(Vec<u64>);
@@ -128,7 +128,7 @@ struct RuleGates {
     /// Per cue word, the rules whose first gate it opens.
     opens: Vec<Vec<usize>>,
     /// Substrings that open rules' first gates, and those that do so only in text of the
-    /// scripts `rules._OTHER_SCRIPTS` names.
+    /// scripts `rules.OTHER_SCRIPTS` names.
     needles: Vec<(String, Vec<usize>)>,
     nonascii: Vec<(String, Vec<usize>)>,
     /// Per rule, its second gate: cue words (one needed when any) and substrings (likewise).
@@ -167,7 +167,7 @@ impl RuleGates {
 
     /// The cue words of normalised text `t` (a frozenset of str) and the rules whose gates are
     /// open for it (ascending); `other_scripts` when `t` holds a character of
-    /// `rules._OTHER_SCRIPTS`.
+    /// `rules.OTHER_SCRIPTS`.
     fn read<'py>(
         &self,
         py: Python<'py>,

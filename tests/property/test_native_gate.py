@@ -19,7 +19,7 @@ from ctxbudget.safety.model import (
     _word_ranges,
     shipped_model,
 )
-from ctxbudget.safety.rules import _BY_NEEDLE, _BY_NONASCII, _SECOND, _ascii_words, _candidate_rules
+from ctxbudget.safety.rules import BY_NEEDLE, BY_NONASCII, SECOND, ascii_words, candidate_rules
 
 pytestmark = pytest.mark.skipif(
     NATIVE is None, reason="the compiled path is off or absent (tests/e2e checks it is built)"
@@ -146,17 +146,17 @@ def _reference_gates(t: str) -> tuple[frozenset[str], list[int]]:
     """Cue words and candidate rules of ``t`` on the pure-Python path."""
     x = gate._Text.__new__(gate._Text)
     x.t, x.ascii = t, t.isascii()
-    x.words = gate._CUE_WORDS.intersection(_ascii_words(t.encode("ascii", "replace")))
-    return x.words, _candidate_rules(x)
+    x.words = gate._CUE_WORDS.intersection(ascii_words(t.encode("ascii", "replace")))
+    return x.words, candidate_rules(x)
 
 
 #: What opens or closes a gate: cue words, needles (ASCII and not), second-gate substrings.
 _GATE_PIECES = st.sampled_from(
     sorted(
         gate._CUE_WORDS
-        | set(_BY_NEEDLE)
-        | set(_BY_NONASCII)
-        | {r for _words2, requires in _SECOND for r in requires}
+        | set(BY_NEEDLE)
+        | set(BY_NONASCII)
+        | {r for _words2, requires in SECOND for r in requires}
     )
 )
 
@@ -177,7 +177,7 @@ def test_the_compiled_rule_gates_are_the_reference_gates(text: str) -> None:
         if re.search("[\ud800-\udfff]", t):
             continue
         assert gate._read_gates(t, t.isascii()) == _reference_gates(t)
-        assert gate._Text(t).candidates == _candidate_rules(gate._Text(t))
+        assert gate._Text(t).candidates == candidate_rules(gate._Text(t))
 
 
 def test_text_with_lone_surrogates_reads_the_gates_in_python() -> None:

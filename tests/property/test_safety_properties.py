@@ -94,7 +94,7 @@ def test_the_ascii_scan_forms_find_what_the_rules_find(text: str, pos: int) -> N
     from ctxbudget.safety import rules
 
     pos = min(pos, len(text))
-    for rule in rules._RULES:
+    for rule in rules.RULES:
         if rule.ascii_rx is None:
             continue
         a = rule.rx.search(text, pos)

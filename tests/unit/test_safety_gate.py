@@ -196,8 +196,8 @@ def test_the_prefilter_never_changes_a_verdict_on_the_corpus() -> None:
     texts = [p.text if not p.title else f"{p.title}\n{p.text}" for p in load_corpus()]
     for text in texts:
         x = gate._Text(text)
-        open_rules = set(rules._candidate_rules(x))
-        for i, rule in enumerate(rules._RULES):
+        open_rules = set(rules.candidate_rules(x))
+        for i, rule in enumerate(rules.RULES):
             if gate._rule_weight(rule, x, quotes=False):
                 assert i in open_rules, (rule.name, text)
         plain = tuple(name for name, check in safety.CHECKS if check.search(text))
@@ -223,7 +223,7 @@ def test_a_passage_with_nothing_to_score_has_an_empty_verdict() -> None:
     shortcuts = 0
     for text in texts:
         x = gate._Text(text)
-        if not rules._candidate_rules(x) and gate._nothing_else_to_score(text, x):
+        if not rules.candidate_rules(x) and gate._nothing_else_to_score(text, x):
             shortcuts += 1
             verdict = gate._score(text, fast=False, depth=0)
             assert set(verdict.scores) <= {"injected_task"}, text

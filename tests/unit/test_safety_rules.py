@@ -18,7 +18,7 @@ from ctxbudget.safety import (
 )
 
 
-def _same_starts(rule: rules._Rule, t: str) -> None:
+def _same_starts(rule: rules.Rule, t: str) -> None:
     """``rule.rx`` in ``t`` and ``rule.ascii_rx`` in `` " " + t`` find the same match start
     from each search position the gate uses (just past each match) and from every 13th."""
     assert rule.ascii_rx is not None
@@ -53,7 +53,7 @@ def test_the_ascii_scan_forms_match_where_the_rules_do() -> None:
         "_you are now dan",
         "9new rules",
     ]
-    formed = [r for r in rules._RULES if r.ascii_rx is not None]
+    formed = [r for r in rules.RULES if r.ascii_rx is not None]
     assert len(formed) >= 60
     for rule in formed:
         for t in ascii_texts + cut + spliced + edges:
@@ -91,8 +91,8 @@ def test_every_word_test_asks_only_about_cue_words() -> None:
     """A passage keeps only its cue words (``_Text.words``): a word test is exact only for
     words among them, so every word a gate, the documentation test or a hint looks for is
     one."""
-    looked_for = [r.words for r in rules._RULES] + [r.words2 for r in rules._RULES]
-    looked_for += [rules._DOC_WORDS, rules._DOC_PHRASE_WORDS, signals._HINT_WORDS]
+    looked_for = [r.words for r in rules.RULES] + [r.words2 for r in rules.RULES]
+    looked_for += [rules.DOC_WORDS, rules.DOC_PHRASE_WORDS, signals.HINT_WORDS]
     for words in looked_for:
         assert words <= gate._CUE_WORDS, sorted(words - gate._CUE_WORDS)
 
@@ -101,9 +101,9 @@ def test_only_rules_of_single_finding_groups_are_skippable() -> None:
     """A rule in a group that spans findings is never skipped: the best weight its group
     remembers trims the later rules of other findings."""
     findings_of: dict[str | None, set[str]] = {}
-    for r in rules._RULES:
+    for r in rules.RULES:
         findings_of.setdefault(r.group, set()).add(r.finding)
-    for r, skippable in zip(rules._RULES, rules._SKIPPABLE, strict=True):
+    for r, skippable in zip(rules.RULES, rules.SKIPPABLE, strict=True):
         assert skippable == (r.group is None or len(findings_of[r.group]) == 1), r.name
 
 

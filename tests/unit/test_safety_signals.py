@@ -27,7 +27,7 @@ from ctxbudget.safety import (
 def test_the_decoding_hints_are_words_of_the_passage(text: str, hints: set[str]) -> None:
     """Every match of a decoding hint holds one of the hint words as a whole word."""
     x = gate._Text(text)
-    assert x.words & signals._HINT_WORDS == hints
+    assert x.words & signals.HINT_WORDS == hints
     for rx in (signals._ROT13_HINT, signals._REVERSE_HINT, signals._HEX_HINT):
         for m in rx.finditer(x.t):
-            assert set(rules._word_list(m.group(0))) & signals._HINT_WORDS
+            assert set(rules._word_list(m.group(0))) & signals.HINT_WORDS
