@@ -8,10 +8,8 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .gate import _Text
+from .types import PassageText
 
 # ---------------------------------------------------------------------------------------------
 # Rules
@@ -1480,7 +1478,7 @@ _NEEDLE_GROUPS: tuple[tuple[str, tuple[tuple[str, list[int]], ...]], ...] = tupl
 RULE_WORDS = _GATE_WORDS.union(*(r.words2 for r in RULES), DOC_WORDS, DOC_PHRASE_WORDS)
 
 
-def candidate_rules(x: _Text) -> list[int]:
+def candidate_rules(x: PassageText) -> list[int]:
     """Indices of the rules whose gates are open for ``x`` (ascending): the first gate (a gate
     word, needle or non-ASCII needle present) and the second (a ``words2`` word and a
     ``requires`` substring present, for the rules that have them). Each rule's second gate is

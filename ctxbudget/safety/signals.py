@@ -11,10 +11,8 @@ import re
 import unicodedata
 import urllib.parse
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .gate import Verdict, _Text
+from .types import FindingSink, PassageText
 
 # --- Raw-text checks ------------------------------------------------------------------------------
 # Bidirectional overrides (Trojan-source reordering) and zero-width characters inside a word.
@@ -172,7 +170,7 @@ def _placeholder_value(value: str) -> bool:
     return (ident.isupper() and len(ident) >= 3) or "_" in ident
 
 
-def decoded_payloads(x: _Text) -> list[str]:
+def decoded_payloads(x: PassageText) -> list[str]:
     """Plain texts hidden as base64, as hex (with a "hex" hint), as rot13 (with a "rot13" or
     "decode" hint) or reversed (with a "backwards"/"reversed" hint). The decoded base64 (and hex)
     runs are joined into one text, bounded in size. Worked out once per text (kept on ``x``)."""
@@ -181,7 +179,7 @@ def decoded_payloads(x: _Text) -> list[str]:
     return x.decoded
 
 
-def _decode_all(x: _Text) -> list[str]:
+def _decode_all(x: PassageText) -> list[str]:
     out: list[str] = []
     cased, t = x.cased, x.t
     if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
@@ -224,7 +222,7 @@ def _b32_text(run: str) -> str | None:
     return _printable(raw)
 
 
-def _plain_disguises(x: _Text) -> list[str]:
+def _plain_disguises(x: PassageText) -> list[str]:
     """The text with percent-escapes decoded, with leetspeak read as letters (six letter-digit
     seams or more), and with leftover combining marks removed; each only when it applies."""
     out: list[str] = []
@@ -278,7 +276,7 @@ def _printable(raw: bytes) -> str | None:
     return text
 
 
-def raw_checks(raw: str, v: Verdict) -> None:
+def raw_checks(raw: str, v: FindingSink) -> None:
     """Invisible characters that reorder text, split words, or smuggle ASCII as tag chars."""
     if raw.isascii() or not RAW_ANY.search(raw):
         return
