@@ -2,7 +2,7 @@
 
 Everything that needs a broker is here; the pure core (every other module of ``ctxbudget``
 but :mod:`ctxbudget.cli`) never imports this package, kafka-python, aiokafka or faust, and
-``tests/unit/test_kafka_edge.py`` walks the sources and holds that rule. Dependencies point
+``tests/unit/test_architecture.py`` walks the sources and holds that rule. Dependencies point
 one way: ``ctxbudget.cli`` -> ``ctxbudget.kafka`` -> the core.
 
 - settings and clients: :mod:`.settings` (``CTXBUDGET_*``), :mod:`.clients` (the one

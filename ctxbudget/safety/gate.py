@@ -38,8 +38,8 @@ from .signals import (
     MAX_HIDDEN_CHARS,
     RAW_ANY,
     decoded_payloads,
+    first_matches,
     hidden_segments,
-    islice,
     raw_checks,
     url_signal,
 )
@@ -351,7 +351,7 @@ def _score(
         _encoded(x, v, fast=fast, complete=complete)
     v.documentation = bool(x._doc)
     if scores and v.total >= THRESHOLD and (complete or sum(scores.values()) < _SETTLED):
-        cues = {m.group(0) for m in islice(FRAME.finditer(x.t), 8)}
+        cues = {m.group(0) for m in first_matches(FRAME.finditer(x.t), 8)}
         v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
     _model_signal(x, v, depth=depth)
     return v

@@ -89,7 +89,8 @@ _COMBINING = re.compile(
 _MAX_DECODED_TOTAL = 32768  # base64 or hex text re-scanned, in all
 
 
-def islice(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
+def first_matches(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
+    """The first ``n`` matches of ``it`` (all of them when fewer), without reading further."""
     out = []
     for m in it:
         out.append(m)
@@ -112,14 +113,14 @@ def hidden_segments(t: str) -> list[str]:
         out.append(t[start + 4 : min(end, start + 4 + 2000)])
         pos = end + 3
     if "<" in t:
-        for m in islice(_OPEN_TAG.finditer(t), 10 * _MAX_SEGMENTS):
+        for m in first_matches(_OPEN_TAG.finditer(t), 10 * _MAX_SEGMENTS):
             if len(out) >= _MAX_SEGMENTS:
                 break
             if _HIDDEN_STYLE.search(m.group(0)):
                 out.append(t[m.end() : m.end() + 1000].split("</", 1)[0])
     for rx, needle in ((_ATTR_TEXT, "="), (_MD_TITLE, "]("), (_MD_COMMENT, "]:")):
         if needle in t:
-            out.extend(m.group(1) for m in islice(rx.finditer(t), _MAX_SEGMENTS))
+            out.extend(m.group(1) for m in first_matches(rx.finditer(t), _MAX_SEGMENTS))
     return out
 
 
@@ -133,11 +134,11 @@ def url_signal(cased: str) -> tuple[float, str]:
     best = (0.0, "")
     urls = [
         (m.group(1), True, "", m.start(), m.end())
-        for m in islice(_MD_URL.finditer(cased), _MAX_URLS)
+        for m in first_matches(_MD_URL.finditer(cased), _MAX_URLS)
     ]
     urls += [
         (m.group(0), False, cased[m.end() : m.end() + 1], m.start(), m.end())
-        for m in islice(_BARE_URL.finditer(cased), _MAX_URLS)
+        for m in first_matches(_BARE_URL.finditer(cased), _MAX_URLS)
     ]
     for url, in_md, after, start, end in urls:
         if "?" not in url:
@@ -183,7 +184,10 @@ def _decode_all(x: PassageText) -> list[str]:
     out: list[str] = []
     cased, t = x.cased, x.t
     if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
-        runs = [m.group(0)[:_MAX_DECODE_CHARS] for m in islice(_B64_RUN.finditer(cased), _MAX_RUNS)]
+        runs = [
+            m.group(0)[:_MAX_DECODE_CHARS]
+            for m in first_matches(_B64_RUN.finditer(cased), _MAX_RUNS)
+        ]
         out.append(_join_decoded(_run_text(run) for run in runs))
     out += _plain_disguises(x)
     words = x.words
@@ -197,7 +201,7 @@ def _decode_all(x: PassageText) -> list[str]:
         out.append(
             _join_decoded(
                 _printable(bytes.fromhex(m.group(0)[:_MAX_DECODE_CHARS]))
-                for m in islice(_HEX_RUN.finditer(cased), _MAX_RUNS)
+                for m in first_matches(_HEX_RUN.finditer(cased), _MAX_RUNS)
             )
         )
     return [d for d in out if d]
