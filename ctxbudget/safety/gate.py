@@ -32,13 +32,13 @@ from .rules import (
     Rule,
     ascii_words,
     candidate_rules,
+    frame_cues,
 )
 from .signals import (
     HINT_WORDS,
     MAX_HIDDEN_CHARS,
     RAW_ANY,
     decoded_payloads,
-    first_matches,
     hidden_segments,
     raw_checks,
     url_signal,
@@ -351,8 +351,7 @@ def _score(
         _encoded(x, v, fast=fast, complete=complete)
     v.documentation = bool(x._doc)
     if scores and v.total >= THRESHOLD and (complete or sum(scores.values()) < _SETTLED):
-        cues = {m.group(0) for m in first_matches(FRAME.finditer(x.t), 8)}
-        v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(cues)))
+        v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(frame_cues(x.t))))
     _model_signal(x, v, depth=depth)
     return v
 
@@ -381,7 +380,7 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
         weight = _MODEL_STRONG
     elif p >= model.offtopic and model.off_topic(x.t):
         weight, how = _MODEL_STRONG, "model-offtopic"
-    if FRAME.search(x.t):
+    if FRAME.search(x.t) and frame_cues(x.t, 1_000):
         weight /= 2
     v.add("injected_task", weight, f"{how}:{p:.3f}")
 

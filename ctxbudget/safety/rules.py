@@ -288,6 +288,30 @@ _POLITE_WORDS = (
     "kindly please ask request invite urge appreciate love prefer mean help kind favor favour mind"
 )
 
+#: What the model produces for the user: the object of a reshaping order.
+_OUT = (
+    r"(?:answers?|responses?|repl(?:y|ies)|messages?|outputs?|summar(?:y|ies)|translations?|"
+    r"explanations?)"
+)
+_OUT_WORDS = (
+    "answer answers response responses reply replies message messages output outputs summary "
+    "summaries translation translations explanation explanations"
+)
+#: The form of a text rather than its content: letters, spacing, spelling, symbols, script.
+_FORM = (
+    r"(?:letters?|vowels?|consonants?|spaces?|spacing|punctuation|typos?|misspell\w*|"
+    r"anagram\w*|symbols?|numbers?|digits?|emojis?|emoticons?|capital letters|upper-?case|"
+    r"lower-?case|all caps|rhym\w*|morse|backwards|in reverse|reversed|alphabet\w*|"
+    r"characters?|scrambl\w*|jumbl\w*|shuffl\w*|keyboard|sets of (?:two|three|four|five|\d)|"
+    r"groups? of (?:two|three|four|five|\d)|substitut\w*|ciphers?|encod\w*|pig latin|leet\w*)"
+)
+#: The people an answer is shown to (an answer written "for users" is the model's).
+_AUDIENCE = r"(?:users?|readers?|visitors?|customers?|followers?|audiences?|subscribers?|viewers?)"
+_AUDIENCE_WORDS = (
+    "user users reader readers visitor visitors customer customers follower followers audience "
+    "audiences subscriber subscribers viewer viewers"
+)
+
 # Multilingual "ignore the previous instructions": verbs, nouns, qualifiers per language.
 _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
     "es": (
@@ -1162,6 +1186,54 @@ RULES: tuple[Rule, ...] = (
         "superior greatest",
         directive=True,
     ),
+    # --- The reader's own answer reshaped: its form, its audience, its content ------------------
+    # An instruction planted in a document for the model that answers from it names that answer
+    # ("your response", "your reply") as the thing to change; a document written for people
+    # rarely asks its reader to respell, regroup or extend an answer for "users".
+    _rule(
+        "answer_form", "instruction", 2.0,
+        rf"\byour[ \t]{{1,2}}{_OUT}(?:'s)?\b[^.!?\n]{{0,80}}?\b{_FORM}\b"
+        rf"|\b{_FORM}\b[^.!?\n]{{0,80}}?\byour[ \t]{{1,2}}{_OUT}\b",
+        _OUT_WORDS, words2="your", directive=True, group="answer_form",
+    ),
+    _rule(
+        "answer_reshaped", "instruction", 2.0,
+        rf"\b(?:modify|augment|enhance|alter|amend|enrich|tweak|render|transform|convert|"
+        rf"adapt|embellish|spice up)[ \t]{{1,2}}your[ \t]{{1,2}}{_OUT}\b",
+        _OUT_WORDS, words2="modify augment enhance alter amend enrich tweak render transform "
+        "convert adapt embellish spice",
+        directive=True, clause=True, group="answer_form",
+    ),
+    _rule(
+        "answer_revised", "instruction", 1.0,
+        rf"\b(?:rewrite|rephrase|revise|edit|change|restructure|reword)[ \t]{{1,2}}your"
+        rf"[ \t]{{1,2}}{_OUT}\b",
+        _OUT_WORDS, words2="rewrite rephrase revise edit change restructure reword",
+        directive=True, clause=True, group="answer_form",
+    ),
+    _rule(
+        "answer_insert", "coercion", 1.5,
+        r"\b(?:add|append|prepend|insert|integrate|incorporate|embed|include|inject|weave|"
+        r"slip|mention|put|place|blend|work)\b(?![ \t]{1,2}your\b)[^.!?\n]{0,100}?\b(?:in|into|"
+        r"to|within|throughout|at the (?:end|start|beginning|top|bottom) of)[ \t]{1,2}your"
+        rf"[ \t]{{1,2}}{_OUT}\b",
+        _OUT_WORDS, words2="add append prepend insert integrate incorporate embed include "
+        "inject weave slip mention put place blend work",
+        directive=True, clause=True, group="answer_insert",
+    ),
+    _rule(
+        "answer_for_users", "coercion", 1.0,
+        rf"\byour[ \t]{{1,2}}{_OUT}\b[^.!?\n]{{0,80}}?\b{_AUDIENCE}\b"
+        rf"|\b{_AUDIENCE}\b[^.!?\n]{{0,80}}?\byour[ \t]{{1,2}}{_OUT}\b",
+        _OUT_WORDS, words2=_AUDIENCE_WORDS, directive=True, group="answer_insert",
+    ),
+    _rule(
+        "in_your_answer_do", "addressed_to_model", 1.0,
+        rf"\b(?:in|within|throughout|across)[ \t]{{1,2}}your[ \t]{{1,2}}{_OUT}[ \t]{{0,2}},"
+        r"[ \t]{0,2}(?!(?:please|i|we|you|it|this|that|there|the)\b)[a-z]{3,}",
+        _OUT_WORDS, words2="in within throughout across", directive=True,
+        clause=True,
+    ),
     # --- Role lines and chat templates -----------------------------------------------------------
     _rule(
         "system_line", "role_text", 1.5,
@@ -1408,6 +1480,28 @@ FRAME = re.compile(
     r"|(?:атак|инъекц|공격|인젝션|攻撃|インジェクション|攻击|注入|ataque|inyecci|attaque|angriff|"
     r"angreifer|injektion|attacco|iniezione|injeção)"
 )
+#: Characters that, before or after a cue, make it part of a name rather than a word of prose.
+_NAME_JOINERS = "./\\-"
+
+
+def frame_cues(t: str, limit: int = 8) -> set[str]:
+    """The distinct :data:`FRAME` cues of ``t`` that are words of prose (at most ``limit``
+    matches looked at): a cue inside a file name, path or URL ("exploit.py",
+    "/attacks/", "example.com/malicious-x") describes nothing, and is left out."""
+    out: set[str] = set()
+    n = len(t)
+    for k, m in enumerate(FRAME.finditer(t)):
+        if k >= limit:
+            break
+        start, end = m.span()
+        if start > 0 and t[start - 1] in _NAME_JOINERS:
+            continue
+        if end + 1 < n and t[end] in _NAME_JOINERS and t[end + 1].isalnum():
+            continue
+        out.add(m.group(0))
+    return out
+
+
 # Text that reads as technical documentation of templates, schemas and APIs.
 DOC_WORDS = _wordset(
     "template templates tokenizer tokenizers tokeniser tokenisers schema schemas placeholder "
