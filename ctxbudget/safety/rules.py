@@ -288,6 +288,34 @@ _POLITE_WORDS = (
     "kindly please ask request invite urge appreciate love prefer mean help kind favor favour mind"
 )
 
+#: Verbs an order to the one who answers opens with (answer-shaping and content orders).
+_ORDER_VERB = (
+    r"(?:write|answer|reply|respond|tell|translate|summari[sz]e|explain|describe|say|list|"
+    r"include|format|ignore|disregard|forget|recommend|mention|stop|start|begin|end|output|"
+    r"print|compose|draft|provide|give|rewrite|use|add|insert|append|pretend|act|switch|"
+    r"change|convert|express|render|refuse|claim|state|inform|remind|warn|advise|urge|ask|"
+    r"report|approve|rate|rank|mark|classify|praise|promote|reveal|send|visit|open|call)"
+)
+_ORDER_VERB_WORDS = (
+    "write answer reply respond tell translate summarize summarise explain describe say list "
+    "include format ignore disregard forget recommend mention stop start begin end output "
+    "print compose draft provide give rewrite use add insert append pretend act switch change "
+    "convert express render refuse claim state inform remind warn advise urge ask report "
+    "approve rate rank mark classify praise promote reveal send visit open call"
+)
+#: Who or what an order planted for the model names: the user it answers, its answer, the
+#: question it was asked, a change of task from here on.
+_ORDER_OBJECT = (
+    r"(?:the user|users|the reader|readers|the customer|the visitor|the question|every question|"
+    r"all questions|any question|from now on|instead|whatever|regardless|your (?:[a-z]+ )?"
+    r"(?:answer|response|reply|summary|output|message|translation)s?)"
+)
+_ORDER_OBJECT_WORDS = (
+    "user users reader readers customer visitor question questions now instead whatever "
+    "regardless answer answers response responses reply replies summary summaries output "
+    "outputs message messages translation translations"
+)
+
 #: What the model produces for the user: the object of a reshaping order.
 _OUT = (
     r"(?:answers?|responses?|repl(?:y|ies)|messages?|outputs?|summar(?:y|ies)|translations?|"
@@ -414,6 +442,216 @@ def _ml_override(lang: str) -> Rule:
         "" if needles else nouns.replace("|", " "),
         needles=needles,
         directive=True,
+    )
+
+
+# Reader-addressed orders in other languages: "in your answer", "answer only", "tell the user",
+# "the AI that reads this". Per language, (phrase pattern, the word that every match of it holds:
+# the rule's gate). Lower-case, as the normalised text is.
+_ML_YOUR_ANSWER: tuple[tuple[str, str], ...] = (
+    # pt
+    (r"n[ao] (?:sua|tua) resposta|em (?:sua|tua) resposta", "resposta"),
+    (
+        r"(?:responda|responde|responder) (?:apenas|somente|só|unicamente)",
+        "apenas somente unicamente responda responde responder",
+    ),
+    (r"(?:sua|tua) resposta (?:deve|tem de|tem que|precisa)", "resposta"),
+    (r"ao (?:responder|resumir)", "responder resumir"),
+    # es
+    (r"en (?:tu|su) respuesta|al (?:responder|resumir)", "respuesta responder resumir"),
+    (
+        r"(?:responde|responda|contesta|conteste) (?:solo|sólo|solamente|únicamente)",
+        "solo solamente responde responda contesta conteste",
+    ),
+    (r"(?:tu|su) respuesta (?:debe|tiene que)", "respuesta"),
+    # fr
+    (r"dans (?:ta|votre) réponse|en (?:répondant|résumant)", "ponse pondant sumant"),
+    (r"(?:réponds|répondez) (?:uniquement|seulement)", "uniquement seulement"),
+    (r"(?:ta|votre) réponse (?:doit|devra)", "ponse"),
+    # de
+    (r"in (?:deiner|ihrer|eurer) antwort|bei (?:deiner|ihrer) antwort", "antwort"),
+    (
+        r"(?:antworte|antworten sie|antwortet) (?:nur|ausschließlich|ab jetzt|ab sofort|"
+        r"von nun an)",
+        "antworte antworten antwortet",
+    ),
+    (r"(?:deine|ihre) antwort (?:muss|soll|sollte)", "antwort"),
+    # it
+    (r"nella (?:tua|sua) risposta|quando rispondi", "risposta rispondi"),
+    (r"(?:rispondi|risponda) (?:solo|soltanto|unicamente)", "rispondi risponda"),
+    # nl
+    (r"in (?:je|jouw|uw) antwoord|(?:antwoord|reageer) (?:alleen|uitsluitend)", "antwoord reageer"),
+    # sv, da, no
+    (r"i (?:ditt|dit) svar|(?:svara|svar) (?:endast|bara|kun|kun med)", "svar svara"),
+    # pl
+    (
+        r"w (?:swojej|twojej|pana|pani) odpowiedzi|(?:odpowiadaj|odpowiedz) (?:tylko|wyłącznie)",
+        "odpowiedzi odpowiadaj odpowiedz",
+    ),
+    # cs
+    (r"ve (?:své|tvé) odpovědi|(?:odpověz|odpovídej) (?:pouze|jen|jenom)", "odpov"),
+    # ro
+    (r"în răspunsul (?:tău|dumneavoastră)|răspunde (?:doar|numai)", "spunsul spunde"),
+    # id, ms
+    (
+        r"dalam (?:jawabanmu|jawaban anda|jawabanmu|responsmu|respons anda)|(?:jawab|"
+        r"jawablah) (?:hanya|cuma)",
+        "jawabanmu jawaban responsmu respons jawab jawablah",
+    ),
+    # tr
+    (
+        r"(?:cevabında|yanıtında|cevabınızda|yanıtınızda)|(?:sadece|"
+        r"yalnızca)[^.!?\n]{0,30}?(?:yanıt ver|cevap ver)",
+        "cevab yan cevap sadece",
+    ),
+    # fi
+    (r"vastauksessasi|vastaa (?:vain|ainoastaan)", "vastauksessasi vastaa"),
+    # ru, uk
+    (
+        r"в (?:своём|своем|твоём|твоем|вашем) ответе|(?:отвечай|ответь|отвечайте|"
+        r"ответьте) (?:только|лишь|исключительно)",
+        "ответе отвечай ответь отвечайте ответьте",
+    ),
+    (
+        r"когда будешь (?:отвечать|пересказывать|пересказывать|резюмировать)|при ответе",
+        "будешь ответе",
+    ),
+    (
+        r"у (?:своїй|твоїй|вашій) відповіді|(?:відповідай|відповідайте) (?:лише|тільки)",
+        "відповіді відповідай відповідайте",
+    ),
+    # el
+    (r"στην απάντησή σου|(?:απάντησε|απαντήστε) μόνο", "απάντησή απάντησε απαντήστε"),
+    # he, ar, fa
+    (r"בתשובתך|בתשובה שלך|(?:ענה|עני|השב) רק", "בתשובתך בתשובה ענה עני השב"),
+    (r"في (?:إجابتك|ردك|جوابك)|(?:أجب|اجب|رد) فقط", "إجابتك ردك جوابك أجب اجب رد"),
+    (r"در پاسخ (?:خود|ت|تان)|فقط پاسخ بده", "پاسخ"),
+)
+_ML_TELL_USER: tuple[tuple[str, str], ...] = (
+    (
+        r"(?:diga|diz|informe|avise|responda|recomende|sugira|conte)(?: a[o]?|"
+        r" para o)? (?:usuário|utilizador|leitor)",
+        "usu utilizador leitor",
+    ),
+    (
+        r"(?:dile|di|dígale|digale|informa|informe|responde|recomienda|recomiéndale)(?: al|"
+        r" a la)? (?:usuario|lector)",
+        "usuario lector",
+    ),
+    (
+        r"(?:dis|dites|réponds|répondez|recommande|recommandez|conseille|conseillez) (?:à|"
+        r"a) l'(?:utilisateur|lecteur)",
+        "utilisateur lecteur",
+    ),
+    (
+        r"(?:sag|sage|sagt|sagen sie|antworte|teile|empfiehl|erzähle|erzähl) (?:dem|"
+        r"den) (?:nutzer|benutzer|nutzern|benutzern|leser)",
+        "nutzer benutzer nutzern benutzern leser",
+    ),
+    (
+        r"(?:di'|dì|di|dica|rispondi|consiglia|suggerisci|racconta) all'(?:utente|lettore)",
+        "utente lettore",
+    ),
+    (r"(?:vertel|zeg tegen|adviseer|raad) de (?:gebruiker|lezer)", "gebruiker lezer"),
+    (
+        r"(?:säg till|berätta för|svara) användaren|(?:sig til|fortæl|fortell) brugeren|"
+        r"(?:si til|fortell) brukeren",
+        "anv ndaren brugeren brukeren",
+    ),
+    (
+        r"(?:powiedz|poinformuj|odpowiedz|poleć|doradź) (?:użytkownikowi|czytelnikowi)",
+        "ytkownikowi czytelnikowi",
+    ),
+    (r"(?:řekni|sděl|odpověz|doporuč) (?:uživateli|čtenáři)", "ivateli ten"),
+    (r"(?:spune|recomandă|răspunde) utilizatorului", "utilizatorului"),
+    (
+        r"(?:katakan|beri tahu|beritahu|sampaikan|sarankan)(?: kepada| pada| ke)? pengguna",
+        "pengguna",
+    ),
+    (r"kullanıcıya[^.!?\n]{0,60}?(?:söyle|de\b|anlat|öner|yanıt ver)", "kullan"),
+    (r"(?:kerro|sano|suosittele|vastaa) käyttäjälle", "ytt"),
+    (
+        r"(?:скажи|сообщи|посоветуй|ответь|отвечай|объясни|скажите|сообщите|"
+        r"порекомендуй) пользователю",
+        "пользователю",
+    ),
+    (
+        r"(?:скажи|повідом|порадь|відповідай|відповідай) користувач(?:у|еві)",
+        "користувачу користувачеві",
+    ),
+    (r"(?:πες|πείτε|ενημέρωσε) στον χρήστη", "χρήστη"),
+    (r"(?:אמור|תגיד|אמרי|ספר|המלץ) למשתמש", "למשתמש"),
+    (r"(?:أخبر|اخبر|قل|انصح) (?:المستخدم|للمستخدم)", "المستخدم للمستخدم"),
+    (r"به کاربر (?:بگو|بگویید)", "کاربر"),
+    (r"(?:mwambie|mweleze) mtumiaji", "mtumiaji"),
+    (r"उपयोगकर्ता (?:को|से) (?:बताएं|बताओ|बताइए|कहें|कहो)", "उपयोगकर्ता"),
+    (r"(?:hãy )?(?:nói|bảo|khuyên) (?:với )?người dùng", "ng"),
+)
+_ML_AI_READING: tuple[tuple[str, str], ...] = (
+    (
+        r"(?:assistente|ia|modelo|chatbot) (?:que (?:lê|lêem|está lendo|ler) (?:isto|isso|"
+        r"este|esta))",
+        "assistente ia modelo chatbot",
+    ),
+    (
+        r"(?:asistente|ia|modelo|chatbot) (?:que (?:lee|lea|está leyendo) (?:esto|este|esta))",
+        "asistente ia modelo chatbot",
+    ),
+    (
+        r"(?:assistant|ia|modèle|chatbot) qui (?:lit|lisez|lira) (?:ceci|ce texte|ce message|"
+        r"ce document)",
+        "assistant ia mod chatbot",
+    ),
+    (
+        r"(?:assistent|assistenten|ki|sprachmodell|chatbot|modell),? (?:der|die|das) (?:dies|"
+        r"das|diesen text|diese nachricht) (?:hier )?liest",
+        "assistent ki sprachmodell chatbot modell assistenten",
+    ),
+    (
+        r"(?:assistente|ia|modello|chatbot) che (?:legge|sta leggendo) (?:questo|questa)",
+        "assistente ia modello chatbot",
+    ),
+    (
+        r"(?:assistent|ai|model|chatbot) die dit leest|(?:assistent|ai|modell|"
+        r"chatbot) som läser (?:detta|det här)",
+        "assistent ai model modell chatbot",
+    ),
+    (r"który to czyta|która to czyta|co to čte|který to čte", "kt ry co"),
+    (
+        r"(?:который|которая|которые) (?:это|этот текст|это сообщение) (?:читает|читают|"
+        r"прочитает)|(?:читающ\w+) (?:это|этот текст)",
+        "который которая которые это этот",
+    ),
+    (r"(?:який|яка|які) (?:це|цей текст) (?:читає|читають)", "який яка які це цей"),
+    (r"שקורא את זה|שקוראת את זה|הקורא את זה", "שקורא שקוראת הקורא"),
+    (r"الذي يقرأ هذا|التي تقرأ هذا|الذي يقرأ هذه", "الذي التي"),
+    (r"tätä lukeva\w*", "tätä"),
+    (r"(?:okuyan|okumakta olan) (?:yapay zeka|asistan|model|bot)", "okuyan okumakta"),
+    (r"(?:asisten|ai|model|chatbot) yang membaca ini", "asisten ai model chatbot"),
+    (r"(?:βοηθ\w+|μοντέλο|τεχνητή νοημοσύνη) που (?:διαβάζει|διαβάζεις) (?:αυτό|αυτά)", "που"),
+)
+
+
+def _ml_phrases(
+    name: str, finding: str, weight: float, table: tuple[tuple[str, str], ...], **kw: object
+) -> Rule:
+    """One rule over a table of (phrase, gate words) pairs: the phrases as alternatives, each
+    opening a clause, the gate the union of the pairs' words."""
+    pattern = r"\b(?:" + "|".join(p for p, _w in table) + ")"
+    gate = sorted({w for _p, ws in table for w in ws.split()})
+    # A Latin word without an ASCII stretch to gate on ("tätä") is looked for as a needle in
+    # every text: the non-ASCII needles are looked for only in the scripts of OTHER_SCRIPTS.
+    latin = tuple(w for w in gate if not _gate_words(w)[0] and all(ord(c) < 0x370 for c in w))
+    words = " ".join(w for w in gate if w not in latin)
+    return _rule(
+        name,
+        finding,
+        weight,
+        pattern,
+        words,
+        needles=latin,
+        directive=True,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -880,7 +1118,7 @@ RULES: tuple[Rule, ...] = (
         r"\b(?:note|message|instructions?|attention|important|notice|reminder|directive|memo|"
         r"warning|request|p\.?s\.?|info|orders?|rules?|update|guidance|policy)\b[^.\n]{0,12}?"
         rf"\b(?:to|for)[ \t]{{1,2}}(?:the |any |all |every |an |a )?(?:automated |autonomous |"
-        rf"ai |llm |other |fellow )?{_AIS}\b",
+        rf"ai |llm |other |fellow |[a-z]{{2,}}ing )?{_AIS}\b",
         _AI_WORDS, words2="note message instruction instructions attention important notice "
         "reminder directive memo warning request ps p info order orders rule rules update "
         "guidance policy",
@@ -918,10 +1156,11 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "if_you_are_ai", "addressed_to_model", 1.0,
         r"\bif (?:you are|you're) (?:an?|the|some) (?:ai|artificial intelligence|language "
-        r"model|llm|assistant|chatbot|bot|model|ai model|ai assistant|automated (?:system|"
-        r"agent|assistant)|gpt|large language model|crawler|agent)\b"
+        r"model|llm|assistant|chatbot|bot|model|ai model|ai assistant|(?:automated|automatic|"
+        r"ai-powered|ai) [a-z]{2,}(?: [a-z]{2,})?|gpt|large language model|crawler|agent)\b"
         rf"|\bif (?:an?|the|any) {_AI}s? (?:is|are) (?:asked|reading|processing|summari[sz]ing)",
-        _AI_WORDS + " intelligence automated", words2="if", directive=True, group="if_you_are_ai",
+        _AI_WORDS + " intelligence automated automatic", words2="if", directive=True,
+        group="if_you_are_ai",
     ),
     _rule(
         "you_were_configured", "addressed_to_model", 1.0,
@@ -1186,6 +1425,38 @@ RULES: tuple[Rule, ...] = (
         "superior greatest",
         directive=True,
     ),
+    _rule(
+        # A table cell (markdown, tab-separated, HTML, or CSV without a space after the comma)
+        # that opens with an order naming the user, the answer or the question: a table's
+        # cells hold data, and a cell written for people reads as data too ("Set this to 0").
+        "order_in_cell", "instruction", 2.0,
+        rf"(?:\||\t|<t[dh][^>]{{0,40}}>|,(?=[a-z]))[ \t]{{0,3}}(?:please |now |always )?"
+        rf"{_ORDER_VERB}\b[^|\t<\n]{{0,80}}?\b{_ORDER_OBJECT}\b",
+        _ORDER_VERB_WORDS, words2=_ORDER_OBJECT_WORDS, requires=("|", "\t", "<t", ","),
+        directive=True,
+    ),
+    _rule(
+        # An address to a model, a colon or comma, and an order: "AI agents visiting this
+        # site: please include ...", "Assistant, stop ...".
+        "addressed_order", "instruction", 1.0,
+        r"\b(?:ai|llms?|language models?|chatbots?|bots?|gpt|chatgpt|claude|gemini|copilot|"
+        r"assistants?|models?|system|agents?|reviewers?|summari[sz]ers?|crawlers?)\b"
+        r"[^:,.!?\n]{0,40}?[:,][ \t]{0,3}(?:please |now |always |from now on,? )?"
+        rf"{_ORDER_VERB}\b",
+        _AI_WORDS + " system reviewer reviewers",
+        words2=_ORDER_VERB_WORDS, requires=(":", ","), directive=True,
+    ),
+    _rule(
+        "note_to_system", "addressed_to_model", 1.0,
+        r"\b(?:note|message|instructions?|reminder|memo|notice)[ \t]{1,2}(?:to|for)[ \t]{1,2}"
+        r"the[ \t]{1,2}system\b[ \t]{0,2}[:)\]-]",
+        "system", words2="note message instruction instructions reminder memo notice",
+        directive=True, group="note_to_ai",
+    ),
+    # --- Reader-addressed orders in other languages ---------------------------------------------
+    _ml_phrases("your_answer_ml", "addressed_to_model", 1.0, _ML_YOUR_ANSWER, clause=True),
+    _ml_phrases("tell_the_user_ml", "coercion", 1.0, _ML_TELL_USER),
+    _ml_phrases("ai_reading_this_ml", "addressed_to_model", 1.0, _ML_AI_READING, group="any_ai"),
     # --- The reader's own answer reshaped: its form, its audience, its content ------------------
     # An instruction planted in a document for the model that answers from it names that answer
     # ("your response", "your reply") as the thing to change; a document written for people
@@ -1523,9 +1794,10 @@ QUOTED = re.compile(
     r"|(?:(?<=[\s(\[:])|^)\"[^\"\n]{3,400}\"(?![a-z0-9])"
     r"|(?:(?<=[\s(\[:])|^)'[^'\n]{3,400}'(?![a-z0-9])"
 )
-# Scripts whose rules have non-ASCII needles (Cyrillic, Arabic, Devanagari, CJK, kana, Hangul).
+# Scripts whose rules have non-ASCII needles (Greek, Cyrillic, Hebrew, Arabic, Devanagari, CJK,
+# kana, Hangul).
 OTHER_SCRIPTS = re.compile(
-    "[\u0400-\u04ff\u0600-\u06ff\u0900-\u097f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
+    "[\u0370-\u03ff\u0400-\u04ff\u0590-\u05ff\u0600-\u06ff\u0900-\u097f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]"
 )
 
 
