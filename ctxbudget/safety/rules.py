@@ -409,6 +409,56 @@ _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
         r"instrukcje|instrukcji|polecenia|poleceń|zasady|reguły|wytyczne",
         r"poprzednie|poprzednich|wcześniejsze|wszystkie|swoje|twoje",
     ),
+    "cs": (
+        r"ignoruj|ignorujte|zapomeň|zapomeňte|nevšímej si|přehlédni|zahoď",
+        r"pokyny|pokynů|instrukce|instrukcí|pravidla|příkazy|nařízení",
+        r"předchozí|dřívější|všechny|veškeré|své|tvoje|původní|systémové|výše uvedené",
+    ),
+    "hr_sr": (
+        r"zaboravi|zaboravite|ignoriraj|ignorirajte|ignoriši|ignorišite|zanemari|zanemarite",
+        r"instrukcije|upute|uputstva|pravila|naredbe|naredbi|smjernice|komande",
+        r"sve|prethodne|ranije|dosadašnje|svoje|tvoje|prijašnje|originalne",
+    ),
+    "ro": (
+        r"ignoră|ignora|ignorați|uită|uitați|nu lua în seamă|nu ține cont de",
+        r"instrucțiunile|instrucţiunile|instrucțiuni|regulile|reguli|comenzile|indicațiile",
+        r"anterioare|precedente|toate|tale|dumneavoastră|inițiale|de mai sus|sistemului",
+    ),
+    "id": (
+        r"abaikan|lupakan|acuhkan|jangan ikuti|jangan hiraukan|tinggalkan",
+        r"instruksi|petunjuk|perintah|aturan|arahan|pedoman",
+        r"sebelumnya|semua|seluruh|sebelum ini|di atas|awal|sistem|anda|kamu",
+    ),
+    "sw": (
+        r"puuza|sahau|usifuate|achana na",
+        r"maagizo|maelekezo|sheria|amri|kanuni",
+        r"yote|zote|ya awali|za awali|ya awali|yaliyotangulia|zilizotangulia|ya mfumo",
+    ),
+    "fi": (
+        r"ohita|unohda|älä noudata|jätä huomiotta|sivuuta",
+        r"ohjeet|ohjeita|ohjeesi|säännöt|sääntöjä|käskyt|komennot|kehotteet",
+        r"aiemmat|aikaisemmat|edelliset|kaikki|yllä olevat|alkuperäiset|järjestelmän",
+    ),
+    "hu": (
+        r"hagyd figyelmen kívül|hagyja figyelmen kívül|felejtsd el|felejtse el|ne kövesd",
+        r"utasítást|utasításokat|utasításait|szabályokat|parancsokat|előírásokat",
+        r"korábbi|előző|összes|minden|fenti|eredeti|rendszer",
+    ),
+    "uk": (
+        r"ігноруй|ігноруйте|проігноруй|проігноруйте|забудь|забудьте|не зважай на|відкинь",
+        r"інструкції|інструкцій|вказівки|вказівок|правила|команди|настанови",
+        r"попередні|попередніх|усі|всі|свої|твої|системні|початкові|вищенаведені",
+    ),
+    "el": (
+        r"αγνόησε|αγνοήστε|ξέχασε|ξεχάστε|παράβλεψε|παραβλέψτε|μην ακολουθείς",
+        r"οδηγίες|οδηγιών|εντολές|κανόνες|κανόνων|υποδείξεις",
+        r"προηγούμενες|προηγούμενων|όλες|όλους|παραπάνω|αρχικές|του συστήματος|σου",
+    ),
+    "he": (
+        r"התעלם|התעלמי|התעלמו|שכח|שכחי|שכחו|אל תציית|אל תקשיב",
+        r"ההוראות|הוראות|ההנחיות|הנחיות|הכללים|כללים|הפקודות",
+        r"הקודמות|הקודמים|כל|מכל|שלך|המקוריות|של המערכת|שלמעלה",
+    ),
 }
 
 
@@ -500,8 +550,8 @@ _ML_YOUR_ANSWER: tuple[tuple[str, str], ...] = (
     ),
     # tr
     (
-        r"(?:cevabında|yanıtında|cevabınızda|yanıtınızda)|(?:sadece|"
-        r"yalnızca)[^.!?\n]{0,30}?(?:yanıt ver|cevap ver)",
+        r"(?:cevabinda|yanitinda|cevabinizda|yanitinizda)|(?:sadece|"
+        r"yalnizca)[^.!?\n]{0,30}?(?:yanit ver|cevap ver)",
         "cevab yan cevap sadece",
     ),
     # fi
@@ -562,13 +612,13 @@ _ML_TELL_USER: tuple[tuple[str, str], ...] = (
         r"(?:powiedz|poinformuj|odpowiedz|poleć|doradź) (?:użytkownikowi|czytelnikowi)",
         "ytkownikowi czytelnikowi",
     ),
-    (r"(?:řekni|sděl|odpověz|doporuč) (?:uživateli|čtenáři)", "ivateli ten"),
+    (r"(?:řekni|sděl|odpověz|doporuč) uživateli", "ivateli"),
     (r"(?:spune|recomandă|răspunde) utilizatorului", "utilizatorului"),
     (
         r"(?:katakan|beri tahu|beritahu|sampaikan|sarankan)(?: kepada| pada| ke)? pengguna",
         "pengguna",
     ),
-    (r"kullanıcıya[^.!?\n]{0,60}?(?:söyle|de\b|anlat|öner|yanıt ver)", "kullan"),
+    (r"kullaniciya[^.!?\n]{0,60}?(?:söyle|de\b|anlat|öner|yanit ver)", "kullaniciya"),
     (r"(?:kerro|sano|suosittele|vastaa) käyttäjälle", "ytt"),
     (
         r"(?:скажи|сообщи|посоветуй|ответь|отвечай|объясни|скажите|сообщите|"
@@ -588,47 +638,105 @@ _ML_TELL_USER: tuple[tuple[str, str], ...] = (
     (r"(?:hãy )?(?:nói|bảo|khuyên) (?:với )?người dùng", "ng"),
 )
 _ML_AI_READING: tuple[tuple[str, str], ...] = (
-    (
-        r"(?:assistente|ia|modelo|chatbot) (?:que (?:lê|lêem|está lendo|ler) (?:isto|isso|"
-        r"este|esta))",
-        "assistente ia modelo chatbot",
-    ),
-    (
-        r"(?:asistente|ia|modelo|chatbot) (?:que (?:lee|lea|está leyendo) (?:esto|este|esta))",
-        "asistente ia modelo chatbot",
-    ),
+    # Gated on the relative pronoun or the verb, not on "ai" or "model" (English words too).
+    (r"(?:assistente|ia|modelo|chatbot) que (?:lê|lêem|está lendo) (?:isto|isso|este|esta)", "que"),
+    (r"(?:asistente|ia|modelo|chatbot) que (?:lee|lea|está leyendo) (?:esto|este|esta)", "que"),
     (
         r"(?:assistant|ia|modèle|chatbot) qui (?:lit|lisez|lira) (?:ceci|ce texte|ce message|"
         r"ce document)",
-        "assistant ia mod chatbot",
+        "qui",
     ),
     (
         r"(?:assistent|assistenten|ki|sprachmodell|chatbot|modell),? (?:der|die|das) (?:dies|"
         r"das|diesen text|diese nachricht) (?:hier )?liest",
-        "assistent ki sprachmodell chatbot modell assistenten",
+        "liest",
     ),
-    (
-        r"(?:assistente|ia|modello|chatbot) che (?:legge|sta leggendo) (?:questo|questa)",
-        "assistente ia modello chatbot",
-    ),
-    (
-        r"(?:assistent|ai|model|chatbot) die dit leest|(?:assistent|ai|modell|"
-        r"chatbot) som läser (?:detta|det här)",
-        "assistent ai model modell chatbot",
-    ),
-    (r"który to czyta|która to czyta|co to čte|který to čte", "kt ry co"),
+    (r"(?:assistente|ia|modello|chatbot) che (?:legge|sta leggendo) (?:questo|questa)", "che"),
+    (r"(?:assistent|ai|model|chatbot) die dit leest", "leest"),
+    (r"(?:assistent|ai|modell|chatbot) som läser (?:detta|det här)", "som"),
+    (r"który to czyta|która to czyta|který to čte|která to čte", "kt kter"),
     (
         r"(?:который|которая|которые) (?:это|этот текст|это сообщение) (?:читает|читают|"
         r"прочитает)|(?:читающ\w+) (?:это|этот текст)",
-        "который которая которые это этот",
+        "читает читают прочитает читающ",
     ),
-    (r"(?:який|яка|які) (?:це|цей текст) (?:читає|читають)", "який яка які це цей"),
+    (r"(?:який|яка|які) (?:це|цей текст) (?:читає|читають)", "читає читають"),
     (r"שקורא את זה|שקוראת את זה|הקורא את זה", "שקורא שקוראת הקורא"),
-    (r"الذي يقرأ هذا|التي تقرأ هذا|الذي يقرأ هذه", "الذي التي"),
+    (r"الذي يقرأ هذا|التي تقرأ هذا|الذي يقرأ هذه", "يقرأ تقرأ"),
     (r"tätä lukeva\w*", "tätä"),
     (r"(?:okuyan|okumakta olan) (?:yapay zeka|asistan|model|bot)", "okuyan okumakta"),
-    (r"(?:asisten|ai|model|chatbot) yang membaca ini", "asisten ai model chatbot"),
-    (r"(?:βοηθ\w+|μοντέλο|τεχνητή νοημοσύνη) που (?:διαβάζει|διαβάζεις) (?:αυτό|αυτά)", "που"),
+    (r"(?:asisten|ai|model|chatbot) yang membaca ini", "membaca"),
+    (
+        r"(?:βοηθ\w+|μοντέλο|τεχνητή νοημοσύνη) που (?:διαβάζει|διαβάζεις) (?:αυτό|αυτά)",
+        "διαβάζει διαβάζεις",
+    ),
+)
+
+
+#: "From now on" in more languages (the opening of a change of persona or task).
+_ML_FROM_NOW_ON: tuple[tuple[str, str], ...] = (
+    (r"od teď|od nynějška|odteď", "od"),
+    (r"bundan sonra|şu andan itibaren", "bundan andan"),
+    (r"από τώρα και στο εξής|από εδώ και πέρα", "από"),
+    (r"tästä lähtien|tästä eteenpäin", "htien eteenp"),
+    (r"מעכשיו|מעתה", "מעכשיו מעתה"),
+    (r"من الآن فصاعد", "فصاعد"),
+    (r"kuanzia sasa|tangu sasa", "sasa"),
+    (r"अब से|आज से", "अब आज"),
+    (r"відтепер|з цього моменту|тепер ти", "відтепер цього тепер"),
+    (r"mulai sekarang|dari sekarang", "sekarang"),
+    (r"de acum înainte", "acum"),
+    (r"od sada|od sad", "od"),
+    (r"mostantól", "mostant"),
+    (r"từ bây giờ|kể từ bây giờ", "gi"),
+    (r"från och med nu|hädanefter|fra nu af|fra nå av|heretter", "och danefter nu heretter"),
+)
+#: "Without restrictions" in more languages.
+_ML_UNRESTRICTED: tuple[tuple[str, str], ...] = (
+    (r"bez (?:jakýchkoli |jakýchkoliv |žádných )?(?:omezení|filtrů|cenzury)", "bez"),
+    (
+        r"(?:hiçbir )?kisitlamasi olmayan|kisitlamasiz|sinirsiz|filtresiz",
+        "kisitlamasi kisitlamasiz sinirsiz filtresiz",
+    ),
+    (r"χωρίς (?:κανέναν? )?(?:περιορισμούς|περιορισμό|φίλτρα|λογοκρισία)", "χωρίς"),
+    (r"ilman (?:mitään )?(?:rajoituksia|rajoitteita|suodattimia|sensuuria)", "ilman"),
+    (r"(?:בלי|ללא) (?:שום )?(?:הגבלות|מגבלות|סינון)", "בלי ללא"),
+    (r"(?:بلا|بدون|دون) (?:أي )?(?:قيود|حدود|رقابة)", "بلا بدون دون"),
+    (r"bila (?:vikwazo|mipaka|vizuizi|masharti)", "bila"),
+    (r"बिना (?:किसी )?(?:प्रतिबंध|सीमा|रोक|पाबंदी)", "बिना"),
+    (r"без (?:жодних )?(?:обмежень|фільтрів|цензури)", "без"),
+    (r"tanpa (?:batasan|batas|filter|sensor|aturan)", "tanpa"),
+    (r"fără (?:nicio |niciun )?(?:restricții|restricție|limite|filtre|cenzură)", "fără"),
+    (r"bez (?:ikakvih )?(?:ograničenja|filtera|cenzure)", "bez"),
+    (r"(?:korlátozások|korlátok|szűrők) nélkül", "korl tozások korlátok sz"),
+    (r"không (?:có )?(?:giới hạn|hạn chế|bộ lọc)", "kh"),
+    (
+        r"utan (?:några )?(?:begränsningar|restriktioner|filter)|uden begrænsninger|"
+        r"uten (?:begrensninger|restriksjoner)",
+        "utan uden uten",
+    ),
+)
+#: "Your system prompt" (a possessive of the reader's own prompt) in more languages.
+_ML_YOUR_PROMPT: tuple[tuple[str, str], ...] = (
+    (r"(?:svůj|tvůj|váš) (?:celý )?systémový prompt", "syst"),
+    (r"järjestelmäkehot\w*si|järjestelmäohjee\w*si", "rjestelm"),
+    (r"sistem istemini(?:zi)?|sistem talimatlarini", "sistem"),
+    (
+        r"προτροπή συστήματός σου|προτροπή του συστήματός σου|οδηγίες συστήματός σου",
+        "προτροπή οδηγίες",
+    ),
+    (r"(?:הנחיית|פרומפט|הוראות) המערכת שלך", "המערכת"),
+    (r"(?:موجه|تعليمات|أوامر) النظام الخاص بك", "النظام"),
+    (r"(?:maagizo|maelekezo) yako (?:yote )?ya mfumo", "maagizo maelekezo"),
+    (r"अपना सिस्टम प्रॉम्प्ट|अपने सिस्टम निर्देश", "अपना अपने"),
+    (r"(?:свій|твій|ваш) системний (?:промпт|запит)", "системний"),
+    (r"prompt sistem(?:mu| anda| kamu)|instruksi sistem(?:mu| anda| kamu)", "sistem sistemmu"),
+    (r"promptul (?:tău|dumneavoastră) de sistem", "promptul"),
+    (r"(?:svoj|tvoj) (?:sistemski|sustavski) prompt", "sistemski sustavski"),
+    (
+        r"rendszerprompto(?:d|dat)|rendszerutasításaid",
+        "rendszerprompto rendszerprompt rendszerutas",
+    ),
 )
 
 
@@ -1457,6 +1565,9 @@ RULES: tuple[Rule, ...] = (
     _ml_phrases("your_answer_ml", "addressed_to_model", 1.0, _ML_YOUR_ANSWER, clause=True),
     _ml_phrases("tell_the_user_ml", "coercion", 1.0, _ML_TELL_USER),
     _ml_phrases("ai_reading_this_ml", "addressed_to_model", 1.0, _ML_AI_READING, group="any_ai"),
+    _ml_phrases("from_now_on_ml", "instruction", 1.0, _ML_FROM_NOW_ON, group="from_now_on_ml"),
+    _ml_phrases("unrestricted_ml2", "instruction", 1.0, _ML_UNRESTRICTED, group="unrestricted_ml"),
+    _ml_phrases("your_system_prompt_ml", "instruction", 1.5, _ML_YOUR_PROMPT),
     # --- The reader's own answer reshaped: its form, its audience, its content ------------------
     # An instruction planted in a document for the model that answers from it names that answer
     # ("your response", "your reply") as the thing to change; a document written for people
