@@ -288,6 +288,12 @@ _POLITE_WORDS = (
     "kindly please ask request invite urge appreciate love prefer mean help kind favor favour mind"
 )
 
+#: Not after a subject other than the reader: "they must not mention", "we should cite" narrate
+#: or state the writer's own duty; an order to the reader has no subject or "you".
+_NARRATED = (
+    r"(?<!\bthey )(?<!\bhe )(?<!\bshe )(?<!\bit )(?<!\bwe )(?<!\bi )(?<!\bwho )"
+    r"(?<!\bpeople )(?<!\bthat )"
+)
 #: Verbs an order to the one who answers opens with (answer-shaping and content orders).
 _ORDER_VERB = (
     r"(?:write|answer|reply|respond|tell|translate|summari[sz]e|explain|describe|say|list|"
@@ -1393,7 +1399,8 @@ RULES: tuple[Rule, ...] = (
     # --- Coercion: what to cite, recommend or tell the user --------------------------------------
     _rule(
         "must_recommend", "coercion", 1.0,
-        r"\b(?:always|only|must|should|shall|have to|need to|are required to|is required to|"
+        rf"\b{_NARRATED}(?:always|only|must|should|shall|have to|need to|are required to|"
+        r"is required to|"
         r"make sure to|be sure to|remember to|do not forget to|don't forget to)\b"
         r"[^.!?\n]{0,20}?\b(?:recommend|cite|mention|promote|endorse|link to|refer (?:the user|"
         r"users|them) to|suggest|rank|praise|describe|state|say|answer|respond|reply|append|"
@@ -1516,7 +1523,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "do_not_mention", "coercion", 1.0,
-        r"\b(?:do not|don't|never|must not|should not)[ \t]{1,2}(?:mention|reveal|disclose|"
+        rf"\b{_NARRATED}(?:do not|don't|never|must not|should not)[ \t]{{1,2}}"
+        r"(?:mention|reveal|disclose|"
         r"bring up|talk about|tell (?:the user|users|anyone) about)[ \t]{1,2}(?:the|this|that|"
         r"any|our|these)\b",
         "mention reveal disclose bring talk tell", words2="not don never",
