@@ -258,6 +258,17 @@ def _clause_start(t: str, pos: int) -> bool:
     return t[k:i] in CLAUSE_WORDS
 
 
+def _sentence_case_start(x: _Text, pos: int) -> bool:
+    """A capital letter after a space, with a lower-case word after it ("Deutschland Ignore all
+    previous orders"): a sentence that begins without the full stop before it. "Ignore
+    Previous Instructions", a title in title case, is not one."""
+    cased = x.cased
+    if pos == 0 or len(cased) != len(x.t) or not cased[pos].isupper() or cased[pos - 1] != " ":
+        return False
+    end = cased.find(" ", pos)
+    return 0 < end < len(cased) - 1 and cased[end + 1].islower()
+
+
 #: Matches of one rule looked at (later ones are ignored): searches resume after each match, so
 #: the work stays linear, and decoys (quoted or mid-clause matches) cannot exhaust it cheaply.
 _MAX_MATCHES = 500
@@ -280,7 +291,7 @@ def _rule_weight(rule: Rule, x: _Text, *, quotes: bool = True) -> float:
             break
         start = m.start()
         pos = start + 1
-        if rule.clause and not _clause_start(t, start):
+        if rule.clause and not (_clause_start(t, start) or _sentence_case_start(x, start)):
             continue
         if rule.line_start and not _line_start(t, start):
             continue

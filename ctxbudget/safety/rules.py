@@ -366,7 +366,7 @@ _ML_OVERRIDE: dict[str, tuple[str, str, str]] = {
     ),
     "de": (
         r"ignoriere|ignorier|ignorieren sie|ignoriert|vergiss|vergessen sie|missachte|"
-        r"missachten sie|übergehe|verwirf|verwerfen sie|setze dich über",
+        r"missachten sie|übergehe|verwirf|verwerfen sie|setze dich über|abweichend (?:von|zu)",
         r"anweisungen|instruktionen|regeln|vorgaben|befehle|richtlinien|anordnungen|prompt|"
         r"systemprompt",
         r"vorherigen|vorigen|bisherigen|obigen|früheren|alle|deine|ihre|ursprünglichen|"
