@@ -332,12 +332,16 @@ _OUT_WORDS = (
     "summaries translation translations explanation explanations"
 )
 #: The form of a text rather than its content: letters, spacing, spelling, symbols, script.
+#: Words that a request to a person names too ("your order number", "500 characters",
+#: "parking spaces", "the letter") count only in the form they take in such an order.
 _FORM = (
-    r"(?:letters?|vowels?|consonants?|spaces?|spacing|punctuation|typos?|misspell\w*|"
-    r"anagram\w*|symbols?|numbers?|digits?|emojis?|emoticons?|capital letters|upper-?case|"
-    r"lower-?case|all caps|rhym\w*|morse|backwards|in reverse|reversed|alphabet\w*|"
-    r"characters?|scrambl\w*|jumbl\w*|shuffl\w*|keyboard|sets of (?:two|three|four|five|\d)|"
-    r"groups? of (?:two|three|four|five|\d)|substitut\w*|ciphers?|encod\w*|pig latin|leet\w*)"
+    r"(?:letters|vowels?|consonants?|punctuation|typos?|misspell\w*|anagram\w*|symbols|"
+    r"emojis?|emoticons?|capital letters|upper-?case|lower-?case|all caps|rhym\w*|morse|"
+    r"backwards|in reverse|reversed|alphabet\w*|scrambl\w*|jumbl\w*|shuffl\w*|"
+    r"without (?:any )?spaces|spaces (?:between|from)|remove (?:all |the )?spaces|"
+    r"sets of (?:two|three|four|five|\d)|groups? of (?:two|three|four|five|\d)|"
+    r"every (?:second|third|fourth|fifth|other) (?:letter|word|character)|"
+    r"substitut\w*|ciphers?|encod\w*|pig latin|leet\w*)"
 )
 #: The people an answer is shown to (an answer written "for users" is the model's).
 _AUDIENCE = r"(?:users?|readers?|visitors?|customers?|followers?|audiences?|subscribers?|viewers?)"
@@ -1620,7 +1624,9 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "in_your_answer_do", "addressed_to_model", 1.0,
         rf"\b(?:in|within|throughout|across)[ \t]{{1,2}}your[ \t]{{1,2}}{_OUT}[ \t]{{0,2}},"
-        r"[ \t]{0,2}(?!(?:please|i|we|you|it|this|that|there|the)\b)[a-z]{3,}",
+        # ... and an order that is not a request to the writer ("tell us", "let me know").
+        r"[ \t]{0,2}(?!(?:please|i|we|you|it|this|that|there|the|let|kindly)\b)[a-z]{3,}\b"
+        r"(?![ \t]{1,2}(?:us|me|our|my)\b)",
         _OUT_WORDS, words2="in within throughout across", directive=True,
         clause=True,
     ),
