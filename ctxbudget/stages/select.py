@@ -25,7 +25,11 @@ allows excerpts, items are admitted as excerpts of their best sentences first (q
 protected facts, the opening sentence of a document), so more distinct evidence fits; the
 room left then gives admitted excerpts their whole text back, best first. What does not fit
 at all waits; the leftover budget then goes to the best waiting item in compressed form, and
-the rest are dropped for ``budget``. Every item not admitted gets exactly one reason, and
+the rest are dropped for ``budget``. At a tight budget (the eligible passages cost at least
+:data:`TIGHT_PRESSURE` times the room), an item that neither links to the question or to
+admitted evidence (named, bridged, sharing a name) nor carries half the query terms enters
+as an excerpt of one sentence fewer (basis ``unlinked``): the room goes to the linked hops.
+Every item not admitted gets exactly one reason, and
 every admission says why it earned its place (``Admission.basis``).
 """
 
