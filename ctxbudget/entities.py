@@ -30,6 +30,23 @@ def subject_of(title: str | None) -> str | None:
     return " ".join(base)
 
 
+@lru_cache(maxsize=4096)
+def subject_alias(title: str | None) -> str | None:
+    """The short name of a title qualified after a comma, the way a text names the entity
+    ("West Chicago, Illinois" -> "west chicago"); None without a comma qualifier."""
+    if not title:
+        return None
+    cut = title.find(" (")
+    base = title[:cut] if cut > 0 else title
+    comma = base.find(", ")
+    if comma <= 0:
+        return None
+    head = words(base[:comma])
+    if not head or all(w in STOPWORDS for w in head) or len("".join(head)) < 3:
+        return None
+    return " ".join(head)
+
+
 def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
     """What a sentence can name to carry the question on to another passage, as
     space-padded phrases, sorted and distinct: the entities the items are about (their

@@ -432,7 +432,9 @@ class Admission(WireModel):
     #: option or sub-question), ``named_entity`` (an entity the question names),
     #: ``bridge:<entity>`` (about an entity an admitted item mentions),
     #: ``shared_name:<name>`` (holds a distinctive name an admitted item hands on), ``excerpt``
-    #: (admitted as its best sentences), ``leftover`` (compressed into the room left).
+    #: (admitted as its best sentences), ``unlinked`` (with ``excerpt``: one sentence fewer, at a
+    #: tight budget, for an item neither linked nor matching half the query terms),
+    #: ``leftover`` (compressed into the room left).
     basis: tuple[str, ...] = ()
 
 

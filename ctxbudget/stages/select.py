@@ -25,7 +25,11 @@ allows excerpts, items are admitted as excerpts of their best sentences first (q
 protected facts, the opening sentence of a document), so more distinct evidence fits; the
 room left then gives admitted excerpts their whole text back, best first. What does not fit
 at all waits; the leftover budget then goes to the best waiting item in compressed form, and
-the rest are dropped for ``budget``. Every item not admitted gets exactly one reason, and
+the rest are dropped for ``budget``. At a tight budget (the eligible passages cost at least
+:data:`TIGHT_PRESSURE` times the room), an item that neither links to the question or to
+admitted evidence (named, bridged, sharing a name) nor carries half the query terms enters
+as an excerpt of one sentence fewer (basis ``unlinked``): the room goes to the linked hops.
+Every item not admitted gets exactly one reason, and
 every admission says why it earned its place (``Admission.basis``).
 """
 
@@ -44,6 +48,7 @@ from ctxbudget.entities import (
     distinctive_names,
     links_for,
     passed_names,
+    subject_alias,
     subject_links,
     subject_of,
 )
@@ -110,6 +115,9 @@ class _Option:
     subject: str | None = None
     #: ``subject`` with a space on either side (for look-ups in padded text).
     subject_key: str = ""
+    #: The short name of a title qualified after a comma (:func:`subject_alias`), padded
+    #: the same way; empty when the title has none.
+    alias_key: str = ""
     #: The question names ``subject``.
     named: bool = False
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
@@ -350,6 +358,8 @@ class EvidenceSelector:
             text_est = self.estimate(text)
             subject = subject_of(title) if linking else None
             subject_key = f" {subject} " if subject is not None else ""
+            alias = subject_alias(title) if linking else None
+            alias_key = f" {alias} " if alias is not None else ""
             append(
                 _Option(
                     item=i,
@@ -370,7 +380,12 @@ class EvidenceSelector:
                     qhits=qhits,
                     subject=subject,
                     subject_key=subject_key,
-                    named=subject is not None and fold_accents(subject_key) in qpadded,
+                    alias_key=alias_key,
+                    named=subject is not None
+                    and (
+                        fold_accents(subject_key) in qpadded
+                        or (bool(alias_key) and fold_accents(alias_key) in qpadded)
+                    ),
                     names=passed_names(names_of[rank], qpadded) if linking else {},
                 )
             )
@@ -386,15 +401,15 @@ class EvidenceSelector:
 
     def _stepper(
         self, items: Sequence[ConsolidatedItem], qterms: frozenset[str], rules: ClassPolicy
-    ) -> Callable[[_Option], tuple[int, ...]] | None:
-        """How an option's excerpt sizes are worked out (None: the class takes no excerpts)."""
+    ) -> Callable[[_Option, int], tuple[int, ...]] | None:
+        """How an option's excerpt sizes are worked out, given the fewest sentences an
+        excerpt of it may keep (None: the class takes no excerpts)."""
         if not rules.compression or rules.excerpt_sentences <= 0:
             return None
         links = subject_links(items)
         qstems = query_stems(qterms)
-        wanted = rules.excerpt_sentences
 
-        def steps(o: _Option) -> tuple[int, ...]:
+        def steps(o: _Option, wanted: int) -> tuple[int, ...]:
             text = o.text
             bounds = None
             if o.rough_sentences() <= wanted:
@@ -455,6 +470,12 @@ class EvidenceSelector:
         return [f for f in facets if f]
 
 
+#: The eligible passages whole cost at least this many times the room: a tight budget,
+#: where an unlinked item enters as a shorter excerpt (``_Admission._unlinked``).
+TIGHT_PRESSURE = 3.0
+#: An item carrying at least this share of the query terms matches the question well.
+WELL_MATCHED_SHARE = 0.5
+
 #: Room asked of the compressor above the estimate of the sentences it should keep: the
 #: exact count of short sentences runs above the character estimate.
 EXCERPT_SLACK = 1.15
@@ -500,7 +521,7 @@ class _Admission:
         budget: int,
         qterms: frozenset[str],
         facets: list[frozenset[str]],
-        stepper: Callable[[_Option], tuple[int, ...]] | None = None,
+        stepper: Callable[[_Option, int], tuple[int, ...]] | None = None,
         passes: Callable[[_Option], dict[str, int]] | None = None,
         receives: Callable[[_Option, str], bool] | None = None,
     ) -> None:
@@ -524,6 +545,9 @@ class _Admission:
         self.budget_waiting: list[_Option] = []
         #: Excerpts first: set by :meth:`admit_all` when the whole passages would not fit.
         self.excerpts = False
+        #: The fewest sentences an excerpt keeps: the class's, or one fewer for unlinked
+        #: items at a tight budget (set by :meth:`admit_all`).
+        self.fewest = rules.excerpt_sentences
         #: The per-source cap applies (the first pass); the second pass lets it yield.
         self.capped = True
         #: Under pressure, items below this share of the first admitted item's utility wait
@@ -622,17 +646,34 @@ class _Admission:
         are split and ranked (:meth:`settle` then checks the real excerpt fits)."""
         if self.stepper is None:
             return None
-        n = self.rules.excerpt_sentences
+        n = self._excerpt_size(o)
         if o.steps is None:
             if not exact:
                 return o.rough_excerpt(n)
-            o.steps = self.stepper(o)
+            o.steps = self.stepper(o, self.fewest)
         return o.header_est + o.steps[n - 1] if len(o.steps) >= n else None
+
+    def _unlinked(self, o: _Option) -> bool:
+        """At a tight budget (:data:`TIGHT_PRESSURE`), ``o`` neither links to the question
+        or admitted evidence (named, bridged, sharing a name) nor carries at least
+        :data:`WELL_MATCHED_SHARE` of the query terms: it earns a shorter excerpt."""
+        return (
+            self.fewest < self.rules.excerpt_sentences
+            and not o.named
+            and o.linked_from is None
+            and o.shared_name is None
+            and len(o.qhits) < WELL_MATCHED_SHARE * self.nq
+        )
+
+    def _excerpt_size(self, o: _Option) -> int:
+        """How many sentences an excerpt of ``o`` keeps now: one fewer than the class's
+        when it is unlinked at a tight budget (:meth:`_unlinked`)."""
+        return self.fewest if self._unlinked(o) else self.rules.excerpt_sentences
 
     def settle(self, o: _Option) -> bool:
         """Rank the item's sentences and say whether its real cost still fits."""
         if self.excerpts and self.stepper is not None and o.steps is None:
-            o.steps = self.stepper(o)
+            o.steps = self.stepper(o, self.fewest)
         return self.cost(o) <= self.remaining
 
     def cost(self, o: _Option, *, exact: bool = True) -> int:
@@ -652,6 +693,12 @@ class _Admission:
             and self.rules.excerpt_sentences > 0
             and sum(o.est for o in options) > self.remaining
         )
+        if (
+            self.excerpts
+            and self.rules.excerpt_sentences > 1
+            and sum(o.est for o in options) >= TIGHT_PRESSURE * self.remaining
+        ):
+            self.fewest = self.rules.excerpt_sentences - 1
         later: list[_Option] = []
         if self.excerpts and self.rules.excerpt_floor > 0:
             self.floor_share = self.rules.excerpt_floor
@@ -757,10 +804,13 @@ class _Admission:
         if excerpt:
             est = self.excerpt_est(o)
             assert est is not None and o.steps is not None
+            n = self._excerpt_size(o)
             cost, compress_to, basis = (
                 est,
-                o.steps[self.rules.excerpt_sentences - 1],
-                (*basis, "excerpt"),
+                o.steps[n - 1],
+                (*basis, "excerpt")
+                if n == self.rules.excerpt_sentences
+                else (*basis, "excerpt", "unlinked"),
             )
         else:
             cost, compress_to = o.est, None
@@ -821,7 +871,7 @@ class _Admission:
             for r in waiting:
                 if r.subject is not None and r.linked_from is None and not r.named:
                     padded = padded or o.padded_words()
-                    if r.subject_key in padded:
+                    if r.subject_key in padded or (r.alias_key and r.alias_key in padded):
                         r.linked_from = o.subject
                         r.stale = True
                 if not r.names:

@@ -57,3 +57,13 @@ def test_subject_drops_the_qualifier() -> None:
     """A title's subject drops its qualifier; a lone article or no title has none."""
     assert subject_of("Big Stone Gap (film)") == "big stone gap"
     assert subject_of("The") is None and subject_of(None) is None
+
+
+def test_a_comma_qualified_title_has_its_short_name_as_alias() -> None:
+    """ "West Chicago, Illinois" is also named "West Chicago"; a title without a comma
+    qualifier, or with a stopword head, has no alias."""
+    assert entities.subject_alias("West Chicago, Illinois") == "west chicago"
+    assert entities.subject_alias("Rochester, New York (city)") == "rochester"
+    assert entities.subject_alias("Big Stone Gap (film)") is None
+    assert entities.subject_alias("The, Band") is None
+    assert entities.subject_alias(None) is None
