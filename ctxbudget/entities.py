@@ -98,6 +98,10 @@ RARE_NAME_HOLDERS = 2
 #: the question or an admitted text names: the passage a text names by its title is the
 #: surer next hop than one that shares a name with it.
 SHARED_NAME_LINK = 0.75
+#: The link of an item whose title holds a name an admitted text hands on ("History of
+#: Mississippi" after "... in Hinds County, Mississippi"), when no other title holds it: as
+#: strong as a title the text names whole; shared by the titles holding the name.
+TITLE_NAME_LINK = 1.0
 
 
 def name_holder_cap(n_items: int) -> int:

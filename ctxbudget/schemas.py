@@ -431,7 +431,8 @@ class Admission(WireModel):
     #: Why it earned its place: ``query_terms`` (uncovered query terms), ``facet`` (an
     #: option or sub-question), ``named_entity`` (an entity the question names),
     #: ``bridge:<entity>`` (about an entity an admitted item mentions),
-    #: ``shared_name:<name>`` (holds a distinctive name an admitted item hands on), ``excerpt``
+    #: ``shared_name:<name>`` (holds a distinctive name an admitted item hands on),
+    #: ``title_name:<name>`` (its title holds a name an admitted item's text hands on), ``excerpt``
     #: (admitted as its best sentences), ``unlinked`` (with ``excerpt``: one sentence fewer, at a
     #: tight budget, for an item neither linked nor matching half the query terms),
     #: ``leftover`` (compressed into the room left).

@@ -29,6 +29,10 @@ the rest are dropped for ``budget``. At a tight budget (the eligible passages co
 :data:`TIGHT_PRESSURE` times the room), an item that neither links to the question or to
 admitted evidence (named, bridged, sharing a name) nor carries half the query terms enters
 as an excerpt of one sentence fewer (basis ``unlinked``): the room goes to the linked hops.
+An admitted text also hands its names on to the titles that hold them as a part
+("Mississippi" to "History of Mississippi"; basis ``title_name:<name>``): the fewer titles
+hold the name the stronger the link, and none is made for a name too many passages hold, a
+one-word modifier ("a Canadian author") or in a comparison of options the question names.
 Every item not admitted gets exactly one reason, and
 every admission says why it earned its place (``Admission.basis``).
 """
@@ -45,8 +49,12 @@ from typing import TYPE_CHECKING, cast
 from ctxbudget.entities import (
     RARE_NAME_HOLDERS,
     SHARED_NAME_LINK,
+    TITLE_NAME_LINK,
     distinctive_names,
+    linkable,
     links_for,
+    modifier_only,
+    name_holder_cap,
     passed_names,
     subject_alias,
     subject_links,
@@ -80,6 +88,7 @@ from ctxbudget.text import (
     ShingleCache,
     content_terms,
     fold_accents,
+    name_phrases,
     sentences,
     terms_of,
     word_skeleton,
@@ -128,6 +137,11 @@ class _Option:
     shared_name: str | None = None
     #: The link that name earns: fewer holders, a stronger link.
     shared_link: float = 0.0
+    #: A name an admitted item hands on that this item's title holds as a part of it
+    #: ("Mississippi" for "History of Mississippi"), and the link it earns: the fewer
+    #: titles of the batch hold the name, the stronger.
+    title_name: str | None = None
+    title_link: float = 0.0
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
     #: smaller than the whole text); worked out when first needed, and left empty when the
     #: text has no more sentences than an excerpt keeps.
@@ -279,6 +293,8 @@ class EvidenceSelector:
             self._stepper(items, qterms, rules),
             self._passer(qterms),
             self._receiver(qterms),
+            self._hander(qterms, _padded(fold_accents(query.text))),
+            compares=rules.option_coverage and bool(comparison_options(query.text)),
         )
         run.admit_all(options, fates)
         budget_dropped = [o.item for o in run.budget_waiting]
@@ -426,22 +442,50 @@ class EvidenceSelector:
 
         return steps
 
+    def _hop_sentences(self, o: _Option, qstems: frozenset[str]) -> list[str]:
+        """The space-padded words of the sentences of admitted ``o`` that carry the question
+        (a query term) or its own link (the name, title name or subject it was reached by)."""
+        found = self.analyse(o.text)
+        keys = [f" {k} " for k in (o.linked_from, o.shared_name, o.title_name, o.subject) if k]
+        return [
+            pad
+            for st, pad in zip(found.stems, found.padded, strict=True)
+            if not st.isdisjoint(qstems) or any(k in pad for k in keys)
+        ]
+
     def _passer(self, qterms: frozenset[str]) -> Callable[[_Option], dict[str, int]]:
-        """The names an admitted item hands on: those of its sentences that carry the
-        question (a query term) or its own link (the name or subject it was reached by)."""
+        """The names an admitted item hands on: those of its hop sentences
+        (:meth:`_hop_sentences`)."""
         qstems = query_stems(qterms)
 
         def passes(o: _Option) -> dict[str, int]:
-            found = self.analyse(o.text)
-            keys = [f" {k} " for k in (o.linked_from, o.shared_name, o.subject) if k]
-            hop = [
-                pad
-                for st, pad in zip(found.stems, found.padded, strict=True)
-                if not st.isdisjoint(qstems) or any(k in pad for k in keys)
-            ]
+            hop = self._hop_sentences(o, qstems)
             return {n: k for n, k in o.names.items() if any(f" {n} " in pad for pad in hop)}
 
         return passes
+
+    def _hander(self, qterms: frozenset[str], qpadded: str) -> Callable[[_Option], tuple[str, ...]]:
+        """The names an admitted item hands to titles (sorted): every name of its hop
+        sentences (:meth:`_hop_sentences`), however few texts share it, that the question
+        (``qpadded``) does not say, but its own subject, calendar words and one-word names
+        its text writes only as modifiers ("Indian literature": :func:`modifier_only`)."""
+        qstems = query_stems(qterms)
+
+        def hands(o: _Option) -> tuple[str, ...]:
+            hop = self._hop_sentences(o, qstems)
+            return tuple(
+                sorted(
+                    n
+                    for n in name_phrases(o.text)
+                    if n != o.subject
+                    and linkable(n, 0)
+                    and f" {fold_accents(n)} " not in qpadded
+                    and any(f" {n} " in pad for pad in hop)
+                    and (" " in n or not modifier_only(n, o.text))
+                )
+            )
+
+        return hands
 
     def _receiver(self, qterms: frozenset[str]) -> Callable[[_Option, str], bool]:
         """Whether an item takes a shared name up as a hop: a sentence of its text names
@@ -524,6 +568,9 @@ class _Admission:
         stepper: Callable[[_Option, int], tuple[int, ...]] | None = None,
         passes: Callable[[_Option], dict[str, int]] | None = None,
         receives: Callable[[_Option, str], bool] | None = None,
+        hands: Callable[[_Option], tuple[str, ...]] | None = None,
+        *,
+        compares: bool = False,
     ) -> None:
         self.rules = rules
         self.stepper = stepper
@@ -531,6 +578,14 @@ class _Admission:
         self.passes = passes
         #: Whether a waiting option takes a shared name up as its hop (default: always).
         self.receives = receives
+        #: The names an admitted option hands to the titles that hold them (default: none).
+        self.hands = hands
+        #: Every option of the batch (set by :meth:`_prepare`), and per name handed to
+        #: titles, how many titles and how many titles or texts hold it.
+        self.options: Sequence[_Option] = ()
+        self.holders: dict[str, tuple[int, int]] = {}
+        #: The question compares options it names (the class covers them as facets).
+        self.options_asked = compares
         self.remaining = budget - SET_OVERHEAD_TOKENS
         self.qterms = qterms
         self.nq = len(qterms)
@@ -574,10 +629,20 @@ class _Admission:
             return False
         return o.named or o.linked_from is not None
 
+    def _title_named(self, o: _Option) -> bool:
+        """An admitted text hands on a name ``o``'s title holds, no admitted item is about
+        ``o``'s subject yet, and the question is no comparison of options it names (their
+        passages are its hops: a title a hop's text leads to is off the comparison)."""
+        return (
+            o.title_name is not None and not self.options_asked and o.subject not in self.subjects
+        )
+
     def _hop_link(self, o: _Option) -> bool:
-        """Admitted evidence leads to ``o``: its text names ``o``'s subject, or they share a
-        distinctive name (the next hop of the chain)."""
+        """Admitted evidence leads to ``o``: its text names ``o``'s subject or a name its
+        title holds, or they share a distinctive name (the next hop of the chain)."""
         if o.shared_name is not None and (self.receives is None or self.receives(o, o.shared_name)):
+            return True
+        if self._title_named(o):
             return True
         subject = o.subject
         return o.linked_from is not None and subject is not None and subject not in self.subjects
@@ -585,6 +650,7 @@ class _Admission:
     def _prepare(self, options: Sequence[_Option]) -> None:
         """Set the options' admission state for an empty pack, and index them by query
         term, facet and subject."""
+        self.options = options
         for o in options:
             if self.facets:
                 o.facet_ids = tuple(k for k, f in enumerate(self.facets) if self._covers(o, f))
@@ -613,7 +679,7 @@ class _Admission:
                 if subject is not None
                 and subject not in self.subjects
                 and (o.named or o.linked_from is not None)
-                else o.shared_link
+                else max(o.shared_link, o.title_link if self._title_named(o) else 0.0)
             )
             o.util = (
                 w.relevance * o.rel
@@ -636,6 +702,8 @@ class _Admission:
             out.append("named_entity" if o.named else f"bridge:{o.linked_from}")
         if o.shared_name is not None:
             out.append(f"shared_name:{o.shared_name}")
+        if self._title_named(o) and not self._title_link(o):
+            out.append(f"title_name:{o.title_name}")
         return tuple(out)
 
     def excerpt_est(self, o: _Option, *, exact: bool = True) -> int | None:
@@ -662,6 +730,7 @@ class _Admission:
             and not o.named
             and o.linked_from is None
             and o.shared_name is None
+            and o.title_name is None
             and len(o.qhits) < WELL_MATCHED_SHARE * self.nq
         )
 
@@ -881,6 +950,46 @@ class _Admission:
                         _share_name(r, n, k)
                 if own is not None and own != r.subject and own in r.names:
                     _share_name(r, own, r.names[own])
+        if self.hands is not None:
+            self._hand_to_titles(o, groups)
+
+    def _name_holders(self, name: str) -> tuple[int, int]:
+        """How many options' titles hold ``name`` (as whole words), and how many options'
+        titles or texts do; counted once per name."""
+        found = self.holders.get(name)
+        if found is None:
+            key = f" {name} "
+            titles = sum(1 for r in self.options if key in r.subject_key)
+            anywhere = sum(1 for r in self.options if key in r.spaced_words)
+            found = self.holders[name] = (titles, anywhere)
+        return found
+
+    def _hand_to_titles(self, o: _Option, groups: Sequence[Sequence[_Option]]) -> None:
+        """Link the waiting items whose title holds, as a part of it, a name admitted ``o``
+        hands on (:meth:`EvidenceSelector._hander`): "History of Mississippi" after a
+        passage placing its subject in Mississippi. A name that too many items hold
+        (:func:`name_holder_cap`) links nothing; the link is :data:`TITLE_NAME_LINK` over the
+        number of titles holding the name, and among equals the name first in sorted order
+        keeps it."""
+        assert self.hands is not None
+        cap = name_holder_cap(len(self.options))
+        for n in self.hands(o):
+            key = f" {n} "
+            titles, anywhere = self._name_holders(n)
+            if not titles or anywhere > cap:
+                continue
+            strength = TITLE_NAME_LINK / titles
+            for waiting in groups:
+                for r in waiting:
+                    if (
+                        strength > r.title_link
+                        and r.subject is not None
+                        and r.subject != n
+                        and r.subject != o.subject
+                        and key in r.subject_key
+                    ):
+                        r.title_name, r.title_link = n, strength
+                        r.stale = True
 
     def _record(
         self, o: _Option, util: float, cost: int, compress_to: int | None, basis: tuple[str, ...]
