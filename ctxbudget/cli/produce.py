@@ -80,6 +80,7 @@ def _connect(
 ) -> TopicWriter:
     """A writer, once the broker answers and the topic exists (usage errors otherwise)."""
     from ctxbudget.kafka import io
+    from ctxbudget.kafka.limits import PRODUCER_HEADROOM
 
     try:
         return io.writer_for(
@@ -90,7 +91,7 @@ def _connect(
             client_id="ctxbudget-produce",
             acks="all",
             linger_ms=5,
-            max_request_size=max_bytes + 65536,
+            max_request_size=max_bytes + PRODUCER_HEADROOM,
         )
     except (io.BrokerUnreachableError, io.TopicNotFoundError) as e:
         raise UsageFailure(str(e)) from e
