@@ -12,14 +12,6 @@ from pathlib import Path
 import pytest
 
 from bench import quality
-from bench.naive import (
-    DEFAULT_ANSWER_RESERVE,
-    SAFETY_MARGIN,
-    SEPARATOR_TOKENS,
-    default_counter,
-    naive_assemble,
-    naive_budget,
-)
 from ctxbudget.schemas import (
     AnswerContract,
     BudgetLedger,
@@ -36,6 +28,14 @@ from ctxbudget.schemas import (
     Turn,
 )
 from ctxbudget.testing import traffic
+from ctxbudget.testing.naive import (
+    DEFAULT_ANSWER_RESERVE,
+    SAFETY_MARGIN,
+    SEPARATOR_TOKENS,
+    default_counter,
+    naive_assemble,
+    naive_budget,
+)
 from ctxbudget.testing.traffic import KINDS, AwkwardRates, BatchTruth, GeneratedBatch
 
 CHUNK_ID = re.compile(r"^ch-[0-9a-f]{12}$")
