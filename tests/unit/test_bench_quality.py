@@ -16,11 +16,6 @@ from ctxbudget.testing.traffic import BatchTruth, GeneratedBatch
 from tests.unit.scored_batches import scored_batch as _batch
 
 
-@pytest.fixture(scope="module")
-def generated() -> list[GeneratedBatch]:
-    return traffic.synthetic(60, seed=11)
-
-
 def test_budget_is_tight_for_the_naive_fill(generated: list[GeneratedBatch]) -> None:
     """Tuned so that a score-sorted fill loses part of the needed evidence, not all of it."""
     report = quality.evaluate(

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from ctxbudget.schemas import Turn
-from ctxbudget.testing import traffic
 from ctxbudget.testing.naive import (
     DEFAULT_ANSWER_RESERVE,
     SAFETY_MARGIN,
@@ -17,18 +14,8 @@ from ctxbudget.testing.naive import (
     naive_assemble,
     naive_budget,
 )
-from ctxbudget.testing.traffic import AwkwardRates, GeneratedBatch
+from ctxbudget.testing.traffic import GeneratedBatch
 from tests.unit.scored_batches import scored_batch as _batch
-
-
-@pytest.fixture(scope="module")
-def generated() -> list[GeneratedBatch]:
-    return traffic.synthetic(60, seed=11)
-
-
-@pytest.fixture(scope="module")
-def every_case() -> list[GeneratedBatch]:
-    return traffic.synthetic(12, seed=5, rates=AwkwardRates.all_cases())
 
 
 def test_naive_budget_follows_the_budget_equation() -> None:

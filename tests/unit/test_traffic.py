@@ -32,16 +32,6 @@ def _has_msmarco(base: Path) -> bool:
     return any((p / "corpus.jsonl").is_file() for p in (base, base / traffic.MSMARCO_DIRNAME))
 
 
-@pytest.fixture(scope="module")
-def generated() -> list[GeneratedBatch]:
-    return traffic.synthetic(60, seed=11)
-
-
-@pytest.fixture(scope="module")
-def every_case() -> list[GeneratedBatch]:
-    return traffic.synthetic(12, seed=5, rates=AwkwardRates.all_cases())
-
-
 # ---------------------------------------------------------------- synthetic generator
 
 
