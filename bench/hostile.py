@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from bench.common import REPO, table
-from bench.lab import rss_mb
+from ctxbudget.kafka.processes import rss_mb
 
 QUERY = "How long do Acme gateway API keys stay valid before they must be rotated?"
 #: 84 characters: 3,000 copies with their ids and scores make a 0.51 MB batch

@@ -61,7 +61,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from bench.naive import TokenCounter, default_counter, naive_budget
 from ctxbudget.schemas import (
     AnswerContract,
     Candidate,
@@ -73,6 +72,7 @@ from ctxbudget.schemas import (
     Query,
     Span,
 )
+from ctxbudget.testing.naive import TokenCounter, default_counter, naive_budget
 from ctxbudget.testing.traffic import (
     PRINCIPAL_LABELS,
     REPO_ROOT,

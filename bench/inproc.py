@@ -10,7 +10,7 @@ For every batch of the traffic, in one pass and in this order:
 * **split hops** — what the four-worker topology adds in-process: each stage's output is
   encoded (the compact form of ``codec.encode_compact``, as the workers write it) and
   decoded again by the next worker (RoutedBatch, ConsolidatedBatch, PackedBatch).
-* **naive** — ``bench.naive.naive_assemble`` (decode + tokenize every candidate + fill).
+* **naive** — ``ctxbudget.testing.naive.naive_assemble`` (decode + tokenize every candidate + fill).
 
 Each pass starts cold: a new pipeline (empty token-count, shingle and sentence caches) and a
 fresh naive counter, so no pass profits from the one before. Inside a pass the caches
@@ -79,8 +79,8 @@ def measure_pass(
     clock_name: str = "cpu",
 ) -> dict[str, list[float]]:
     """One cold pass over ``lines``: per-batch milliseconds of every part."""
-    from bench.naive import TiktokenCounter as NaiveCounter
-    from bench.naive import naive_assemble
+    from ctxbudget.testing.naive import TiktokenCounter as NaiveCounter
+    from ctxbudget.testing.naive import naive_assemble
 
     clear_memos()
     pipe = fresh_pipeline(store, policy)
@@ -202,7 +202,7 @@ _LABELS = {
     "hop_consolidated": "  ConsolidatedBatch encode + decode",
     "hop_packed": "  PackedBatch encode + decode",
     "split": "split: fused + the three hops",
-    "naive": "naive assembler (bench/naive.py)",
+    "naive": "naive assembler (ctxbudget/testing/naive.py)",
     "contract": "contract: strict decode + one count + Pack + traces",
 }
 _ORDER = (

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Traffic, default_traffic, percentile, table
-from bench.lab import PackCollector, cpu_seconds, rss_mb, spawn, stop_all
 from ctxbudget.kafka.broker import _die_with_parent
+from ctxbudget.kafka.processes import PackCollector, cpu_seconds, rss_mb, spawn, stop_all
 
 PACKS = "ctx.packs.v1"
 DEADLETTER = "ctx.deadletter.v1"
@@ -100,7 +100,7 @@ class Cluster:
         for i, cmd in enumerate(self.worker_commands()):
             log = logdir / f"{self.name.replace('/', '-')}-worker{i}.log"
             self.logs.append(log)
-            self.workers.append(spawn(cmd, env, log))
+            self.workers.append(spawn(cmd, env, log, cwd=REPO))
         self.collector = PackCollector(
             self.broker.bootstrap, PACKS, DEADLETTER, keep_values=False, fetch_wait_ms=20
         )

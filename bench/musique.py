@@ -67,7 +67,6 @@ from bench.hotpot import (
     _with_foreign_titles,
     summarize,
 )
-from bench.naive import TokenCounter, default_counter
 from ctxbudget.schemas import (
     AnswerContract,
     CandidateBatch,
@@ -77,6 +76,7 @@ from ctxbudget.schemas import (
     Principal,
     Query,
 )
+from ctxbudget.testing.naive import TokenCounter, default_counter
 from ctxbudget.testing.traffic import (
     PRINCIPAL_LABELS,
     REPO_ROOT,

@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.hotpot import SYSTEM_PROMPT, from_hotpot
-from bench.naive import default_counter
 from ctxbudget.api import Packer
 from ctxbudget.schemas import Candidate, CandidateBatch
 from ctxbudget.stages.route import authorization_problem
+from ctxbudget.testing.naive import default_counter
 
 #: Separator between passages when a framework's output is joined into a prompt.
 JOINER = "\n\n"

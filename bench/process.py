@@ -7,8 +7,8 @@ machine falls on every contender alike):
 * **ctxbudget** — ``ctxbudget pack FILE -o - --trace -``: strict decode, the four stages,
   the Pack and four TraceEvents per line; once on the compiled path and once with
   ``CTXBUDGET_NATIVE=0`` (the pure-Python path);
-* **naive** — strict decode, ``bench.naive.naive_assemble`` (an exact count of candidates in
-  score order until the budget is full), ``orjson.dumps`` of what it admitted;
+* **naive** — strict decode, ``ctxbudget.testing.naive.naive_assemble`` (an exact count of
+  candidates in score order until the budget is full), ``orjson.dumps`` of what it admitted;
 * **floor** — ``orjson.loads`` of each line plus one exact, uncached count of the rendered
   block ctxbudget made of it (packed once before the timed rounds; the blocks are read as
   one JSON string per line).
@@ -196,8 +196,8 @@ def render(report: dict[str, Any]) -> str:
 
 
 def _naive_role(batches: Path) -> None:
-    from bench.naive import TiktokenCounter, naive_assemble
     from ctxbudget.codec import decode_batch
+    from ctxbudget.testing.naive import TiktokenCounter, naive_assemble
 
     counter = TiktokenCounter()
     out = sys.stdout.buffer

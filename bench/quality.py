@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.naive import NaiveResult, naive_assemble
 from ctxbudget.schemas import Candidate, CandidateBatch, Pack
+from ctxbudget.testing.naive import NaiveResult, naive_assemble
 from ctxbudget.testing.traffic import BatchTruth, read_truth, truth_path_for
 
 

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.naive import default_counter, naive_assemble
 from bench.quality import (
     admission_from_naive,
     admission_from_pack,
@@ -53,6 +52,7 @@ from ctxbudget.envelope import escape_text, parse
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import CandidateBatch, Pack
+from ctxbudget.testing.naive import default_counter, naive_assemble
 from ctxbudget.testing.traffic import BatchTruth, GeneratedBatch, TrafficError, from_msmarco
 
 

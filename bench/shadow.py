@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,10 +18,9 @@ import threading
 import time
 from pathlib import Path
 
+from bench.common import REPO
 from ctxbudget.codec import encode
 from ctxbudget.testing.traffic import synthetic
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -93,6 +91,7 @@ def _phase(
 
 def main(argv: list[str] | None = None) -> int:
     from ctxbudget.kafka.broker import EmbeddedBroker
+    from ctxbudget.kafka.processes import spawn, stop_all
     from ctxbudget.kafka.topic_admin import apply_topics
     from ctxbudget.kafka.topics import load_topic_specs
 
@@ -116,14 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             CTXBUDGET_CONTROL_TRUSTED_KEYS=str(public),
         )
         try:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "ctxbudget", "worker", "fused"],
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+            worker = [sys.executable, "-m", "ctxbudget", "worker"]
+            procs.append(spawn([*worker, "fused"], env, Path(keys) / "fused.log", cwd=REPO))
             warm = items[:5]
             _phase(broker.bootstrap, env, warm, 5, "warm-")
             off, _ = _phase(broker.bootstrap, env, items, args.rate, "off-")
@@ -133,25 +126,12 @@ def main(argv: list[str] | None = None) -> int:
                 check=True,
                 capture_output=True,
             )
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "ctxbudget", "worker", "shadow"],
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+            procs.append(spawn([*worker, "shadow"], env, Path(keys) / "shadow.log", cwd=REPO))
             _phase(broker.bootstrap, env, warm, 5, "warm2-")
             time.sleep(3)
             on, shadow_packs = _phase(broker.bootstrap, env, items, args.rate, "on-")
         finally:
-            for p in procs:
-                p.send_signal(signal.SIGTERM)
-            for p in procs:
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_all(procs)
     print(f"live latency at {args.rate:.0f} batches/s, {n} batches per phase")
     print(f"{'phase':<12}{'packs':>7}{'p50 ms':>9}{'p99 ms':>9}{'shadow packs':>14}")
     print(f"{'shadow off':<12}{len(off):>7}{_pct(off, 0.5):>9.1f}{_pct(off, 0.99):>9.1f}{0:>14}")

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.common import default_traffic, percentile, table
 from bench.kafka import cluster, produce, traffic_file_for, warm_up
-from bench.lab import cpu_seconds, rss_mb
+from ctxbudget.kafka.processes import cpu_seconds, rss_mb
 
 
 def run(args: Any) -> dict[str, Any]:

@@ -40,8 +40,8 @@ from typing import Any
 import orjson
 
 from bench.common import default_traffic, percentile, table
-from bench.lab import cpu_seconds, rss_mb
 from bench.soak import rss_verdict
+from ctxbudget.kafka.processes import cpu_seconds, rss_mb
 
 
 def _lines(path: Path) -> Any:

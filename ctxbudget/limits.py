@@ -46,7 +46,13 @@ _METADATA_DEPTH = 4
 
 @dataclass(frozen=True, slots=True)
 class InputLimits:
-    """The limits one batch is held to; every value must be positive."""
+    """The limits one batch is held to; every value must be positive.
+
+    The one object every path hands the core: :func:`ctxbudget.codec.decode` checks the
+    first four as it reads a message, and the pipeline is built with ``max_pair_checks``,
+    which the consolidator checks before its near-duplicate join. The command line and the
+    workers make it from the environment (:class:`~ctxbudget.limit_settings.LimitSettings`),
+    the Python API takes it as it is."""
 
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_candidates: int = DEFAULT_MAX_CANDIDATES

@@ -19,14 +19,23 @@ import orjson
 
 from bench.common import REPO, table
 from bench.guarantees.poison import (
+    KIND_HEADERS,
     KindTally,
     PoisonLine,
+    kind_cells,
     poison_lines,
     unexpected_errors,
     verify_outcomes,
 )
-from bench.lab import PackCollector, ctxbudget_command, rss_mb, spawn, stop_all, trouble_in_logs
 from ctxbudget.codec import encode
+from ctxbudget.kafka.processes import (
+    PackCollector,
+    ctxbudget_command,
+    rss_mb,
+    spawn,
+    stop_all,
+    trouble_in_logs,
+)
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Pack
@@ -127,7 +136,7 @@ class _Topology:
         n = self.stages[slot].started + 1 if slot in self.stages else 1
         log = self.logdir / f"{slot}-{n}.log"
         env = {**self.env, **self.stage_env[stage]}
-        proc = spawn([*ctxbudget_command(), "worker", stage], env, log)
+        proc = spawn([*ctxbudget_command(), "worker", stage], env, log, cwd=REPO)
         s = _Stage(slot, proc, log, started=n)
         with self.lock:
             self.stages[slot] = s
@@ -753,35 +762,10 @@ def render_kill(report: dict[str, Any]) -> str:
     parts = [table(["figure", "value"], rows)]
     if "poison" in report:
         prow = [
-            [
-                kind,
-                k["lines"],
-                k["packed"],
-                k["dead"],
-                k["neither"],
-                k["both"],
-                k["twice"],
-                k["unexpected"],
-                ", ".join(k["errors"])[:80],
-            ]
+            [*kind_cells(kind, k), ", ".join(k["errors"])[:80]]
             for kind, k in report["poison"]["kinds"].items()
         ]
-        parts.append(
-            table(
-                [
-                    "kind",
-                    "lines",
-                    "packed",
-                    "dead",
-                    "neither",
-                    "both",
-                    "twice",
-                    "unexpected",
-                    "errors",
-                ],
-                prow,
-            )
-        )
+        parts.append(table([*KIND_HEADERS, "errors"], prow))
         if report["poison"]["problems"]:
             parts.append("problems:\n  " + "\n  ".join(report["poison"]["problems"][:40]))
     if report["unexpected_errors"]:

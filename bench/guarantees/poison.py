@@ -18,9 +18,9 @@ from typing import Any, Literal
 import orjson
 
 from bench.common import REPO, table
-from bench.lab import ctxbudget_command, rss_mb
 from ctxbudget.codec import decode_batch, encode
 from ctxbudget.envelope import unescape
+from ctxbudget.kafka.processes import ctxbudget_command, rss_mb
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Pack
@@ -535,6 +535,15 @@ def pack_file(
     }
 
 
+#: The outcome columns of a table of poison kinds (:func:`kind_cells` fills them).
+KIND_HEADERS = ("kind", "lines", "packed", "dead", "neither", "both", "twice", "unexpected")
+
+
+def kind_cells(kind: str, tally: dict[str, Any]) -> list[Any]:
+    """The :data:`KIND_HEADERS` cells of one kind's tally (:meth:`KindTally.as_dict`)."""
+    return [kind, *(tally[h] for h in KIND_HEADERS[1:])]
+
+
 @dataclass
 class KindTally:
     lines: int = 0
@@ -831,37 +840,8 @@ def render_poison(report: dict[str, Any]) -> str:
     rows = []
     for kind, k in report["kinds"].items():
         errors = ", ".join(f"{e} x{c}" if c > 1 else e for e, c in k["errors"].items())
-        rows.append(
-            [
-                kind,
-                k["lines"],
-                k["packed"],
-                k["dead"],
-                k["neither"],
-                k["both"],
-                k["twice"],
-                k["unexpected"],
-                k["max_s"],
-                errors[:90],
-            ]
-        )
-    parts.append(
-        table(
-            [
-                "kind",
-                "lines",
-                "packed",
-                "dead",
-                "neither",
-                "both",
-                "twice",
-                "unexpected",
-                "max s alone",
-                "dead-letter errors",
-            ],
-            rows,
-        )
-    )
+        rows.append([*kind_cells(kind, k), k["max_s"], errors[:90]])
+    parts.append(table([*KIND_HEADERS, "max s alone", "dead-letter errors"], rows))
     arows = [
         [
             split,

@@ -34,6 +34,7 @@ from ctxbudget.cli.common import (
 )
 from ctxbudget.codec import dead_letter, decode_batch, encode
 from ctxbudget.labels import LABEL_SOURCES, Label, LabelSource, label_of_batch
+from ctxbudget.limits import InputLimits, check_message_size
 
 if TYPE_CHECKING:
     from ctxbudget.kafka import WorkerSettings
@@ -76,10 +77,11 @@ class _Tally:
 
 
 def _connect(
-    settings: WorkerSettings, brokers: str, topic: str, timeout_s: float, max_bytes: int
+    settings: WorkerSettings, brokers: str, topic: str, timeout_s: float, limits: InputLimits
 ) -> TopicWriter:
     """A writer, once the broker answers and the topic exists (usage errors otherwise)."""
     from ctxbudget.kafka import io
+    from ctxbudget.kafka.limits import PRODUCER_HEADROOM
 
     try:
         return io.writer_for(
@@ -90,40 +92,32 @@ def _connect(
             client_id="ctxbudget-produce",
             acks="all",
             linger_ms=5,
-            max_request_size=max_bytes + 65536,
+            max_request_size=limits.max_message_bytes + PRODUCER_HEADROOM,
         )
     except (io.BrokerUnreachableError, io.TopicNotFoundError) as e:
         raise UsageFailure(str(e)) from e
 
 
-#: Checks one line and returns its key and the bytes to send; raises when it must be refused.
-Validator = Callable[[bytes, int], tuple[str, bytes]]
+#: Checks one line against the input limits and returns its key and the bytes to send;
+#: raises when it must be refused.
+Validator = Callable[[bytes, InputLimits], tuple[str, bytes]]
 
 
-def _check_size(raw: bytes, max_bytes: int) -> None:
-    if len(raw) > max_bytes:
-        raise ValueError(
-            f"line is {len(raw)} bytes, over the {max_bytes}-byte message limit "
-            "(CTXBUDGET_MAX_MESSAGE_BYTES)"
-        )
-
-
-def _validate(raw: bytes, max_bytes: int) -> tuple[str, bytes]:
+def _validate(raw: bytes, limits: InputLimits) -> tuple[str, bytes]:
     """The line's request id and the line itself, if a worker would accept it; raises otherwise."""
-    _check_size(raw, max_bytes)
-    return decode_batch(raw).request_id, raw
+    return decode_batch(raw, limits=limits).request_id, raw
 
 
 def _label_validator(source: LabelSource) -> Validator:
     """Label v1 lines pass as they are; a labelled CandidateBatch line becomes its Label."""
 
-    def validate(raw: bytes, max_bytes: int) -> tuple[str, bytes]:
-        _check_size(raw, max_bytes)
+    def validate(raw: bytes, limits: InputLimits) -> tuple[str, bytes]:
+        check_message_size(len(raw), limits)
         doc = orjson.loads(raw)
         if isinstance(doc, dict) and doc.get("schema") == "ctx.label.v1":
             label = Label.model_validate_json(raw)
             return label.request_id, raw
-        made = label_of_batch(decode_batch(raw), source)
+        made = label_of_batch(decode_batch(raw, limits=limits), source)
         if made is None:
             raise ValueError("the batch carries no labels (labels.relevant_chunk_ids)")
         return made.request_id, encode(made)
@@ -326,15 +320,15 @@ def _run(
     what: str,
 ) -> None:
     batches = path
-    max_bytes = env_input_limits().max_message_bytes
+    limits = env_input_limits()
     src = open_in(batches, what=what)
     tally = _Tally()
     started = time.monotonic()
     try:
         with open_out(dead_path, what="--dead-letter file") as dl:
-            writer = None if dry_run else _connect(settings, brokers, topic, timeout, max_bytes)
+            writer = None if dry_run else _connect(settings, brokers, topic, timeout, limits)
             try:
-                _produce_lines(src, batches, writer, topic, max_bytes, rate, dl, tally, validate)
+                _produce_lines(src, batches, writer, topic, limits, rate, dl, tally, validate)
             finally:
                 if writer is not None:
                     _finish(writer, timeout, tally)
@@ -361,7 +355,7 @@ def _produce_lines(
     source: str,
     writer: TopicWriter | None,
     topic: str,
-    max_bytes: int,
+    limits: InputLimits,
     rate: float | None,
     dl: IO[bytes] | None,
     tally: _Tally,
@@ -371,7 +365,7 @@ def _produce_lines(
     for line_no, raw in iter_lines(src):
         tally.lines += 1
         try:
-            rid, value = validate(raw, max_bytes)
+            rid, value = validate(raw, limits)
         except Exception as e:  # whatever is wrong with a line, it is that line's refusal
             tally.refused += 1
             _refuse(line_no, raw, e, source, dl)

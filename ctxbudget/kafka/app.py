@@ -53,7 +53,13 @@ from ctxbudget.kafka.handlers import (
     rollout_assignment,
 )
 from ctxbudget.kafka.lanes import check_roles, written_roles
-from ctxbudget.kafka.limits import TopicsMissingError, check_topics, load_specs, topic_limits
+from ctxbudget.kafka.limits import (
+    PRODUCER_HEADROOM,
+    TopicsMissingError,
+    check_topics,
+    load_specs,
+    topic_limits,
+)
 from ctxbudget.kafka.logs import bind_request
 from ctxbudget.kafka.logs import configure as configure_logs
 from ctxbudget.kafka.observability import LANES, Observability, PackFacts
@@ -225,8 +231,9 @@ class WorkerApp:
             broker_commit_interval=settings.commit_interval_s,
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
-            producer_max_request_size=self.limits.max_message_bytes + 65536,
-            consumer_max_fetch_size=self.limits.max_message_bytes + 65536,
+            producer_max_request_size=self.limits.max_message_bytes + PRODUCER_HEADROOM,
+            # A fetch takes the largest request the producers may send.
+            consumer_max_fetch_size=self.limits.max_message_bytes + PRODUCER_HEADROOM,
             topic_disable_leader=True,
             topic_allow_declare=False,
             web_enabled=False,

@@ -43,7 +43,9 @@ KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1048588
 #: What a record adds to its key and value in a produce request (one-record batch header,
 #: record attributes, varints; no headers are written).
 RECORD_OVERHEAD = 128
-#: How much the producer's request limit exceeds ``CTXBUDGET_MAX_MESSAGE_BYTES`` (app.py).
+#: How much a Kafka client's request limit exceeds ``CTXBUDGET_MAX_MESSAGE_BYTES``: the
+#: producers' ``max_request_size`` and the workers' fetch size (``app``, ``verify``,
+#: ``ctxbudget produce``).
 PRODUCER_HEADROOM = 65536
 
 

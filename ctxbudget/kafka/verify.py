@@ -27,6 +27,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ctxbudget.kafka import clients
+from ctxbudget.kafka.limits import PRODUCER_HEADROOM
 from ctxbudget.kafka.logs import configure as configure_logs
 from ctxbudget.kafka.observability import Observability
 from ctxbudget.kafka.probe import BrokerProbe
@@ -157,7 +158,7 @@ class VerifyWorker:
             client_id="ctxbudget-verify",
             acks="all",
             linger_ms=5,
-            max_request_size=LimitSettings().max_message_bytes + 65536,
+            max_request_size=LimitSettings().max_message_bytes + PRODUCER_HEADROOM,
         )
         return answers, follower, producer
 

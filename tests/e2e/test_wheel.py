@@ -98,6 +98,8 @@ def test_the_wheel_works_from_site_packages_in_an_empty_directory(tmp_path: Path
         "ctxbudget/py.typed",
         "ctxbudget/kafka/clients.py",
         "ctxbudget/kafka/app.py",
+        "ctxbudget/kafka/processes.py",
+        "ctxbudget/testing/naive.py",
         "ctxbudget/_data/ops/kafka/pom.xml",
     ):
         assert data in names, f"{data} is not in the wheel"
@@ -112,6 +114,7 @@ def test_the_wheel_works_from_site_packages_in_an_empty_directory(tmp_path: Path
 
     probe = (
         "import ctxbudget, ctxbudget.kafka.topics as t\n"
+        "import ctxbudget.testing.naive, ctxbudget.testing.traffic  # no bench/ beside it\n"
         "from ctxbudget.policy import default_policies_dir\n"
         "print(ctxbudget.__file__, default_policies_dir(), len(t.load_topic_specs()))"
     )

@@ -22,10 +22,10 @@ from typing import Any, Protocol
 import orjson
 from kafka import KafkaConsumer, KafkaProducer
 
-from bench.lab import spawn, stop_all
 from ctxbudget.codec import encode
 from ctxbudget.kafka import clients
 from ctxbudget.kafka.broker import EmbeddedBroker
+from ctxbudget.kafka.processes import spawn, stop_all
 from ctxbudget.kafka.settings import TopicNames, WorkerSettings
 from ctxbudget.kafka.topic_admin import apply_topics
 from ctxbudget.kafka.topics import TopicSpec
@@ -85,7 +85,9 @@ class Lab:
 
     def start(self, *stages: str, log_dir: Path) -> subprocess.Popen[bytes]:
         log = log_dir / f"worker-{len(self.procs)}-{'-'.join(stages)}.log"
-        proc = spawn([sys.executable, "-m", "ctxbudget", "worker", *stages], self.env(), log)
+        proc = spawn(
+            [sys.executable, "-m", "ctxbudget", "worker", *stages], self.env(), log, cwd=REPO
+        )
         self.procs.append(proc)
         self.logs.append(log)
         return proc

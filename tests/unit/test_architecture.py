@@ -168,3 +168,15 @@ def test_no_stage_imports_another_stage() -> None:
         if module.startswith("ctxbudget.stages")
     ]
     assert found == []
+
+
+def test_the_package_never_imports_the_benchmarks_or_the_tests() -> None:
+    """The installed package stands alone: ctxbudget (its test support included) imports
+    nothing from the repository's bench/ or tests/, which the wheel does not carry."""
+    found = [
+        f"{path.relative_to(REPO)}:{line}: {module}"
+        for path in sorted((REPO / "ctxbudget").rglob("*.py"))
+        for line, module in _imported(ast.parse(path.read_text(), filename=str(path)))
+        if module.split(".")[0] in ("bench", "tests")
+    ]
+    assert found == []

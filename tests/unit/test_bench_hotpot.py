@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench import hotpot
-from bench.naive import default_counter, naive_budget
 from ctxbudget.schemas import CandidateBatch
+from ctxbudget.testing.naive import default_counter, naive_budget
 from ctxbudget.testing.traffic import (
     KINDS,
     TENANT,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
@@ -42,8 +43,35 @@ def test_packing_from_the_command_line_imports_no_other_command() -> None:
         "heavy = ('ctxbudget.kafka', 'ctxbudget.analytics', 'duckdb', 'ctxbudget.cli.replay')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
     )
+    assert _printed_by(code) == "[]"
+
+
+def test_packing_a_file_never_loads_the_kafka_edge_or_a_kafka_client(tmp_path: Path) -> None:
+    """`ctxbudget pack` is offline: packing a whole file builds no Kafka settings and imports
+    neither ctxbudget.kafka nor faust, aiokafka, kafka-python or mode."""
+    packs = tmp_path / "packs.jsonl"
+    code = (
+        "import sys\n"
+        "from ctxbudget.cli import main\n"
+        "try:\n"
+        f"    main(['pack', 'examples/batches.jsonl', '-o', {str(packs)!r}],\n"
+        "         standalone_mode=False)\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "clients = {'faust', 'aiokafka', 'kafka', 'mode'}\n"
+        "print(sorted(m for m in sys.modules\n"
+        "             if m.split('.')[0] in clients or m.partition('.')[2].startswith('kafka')\n"
+        "             and m.startswith('ctxbudget.')))\n"
+    )
+    assert _printed_by(code) == "[]"
+    lines = (REPO / "examples" / "batches.jsonl").read_text().splitlines()
+    assert len(packs.read_text().splitlines()) == len([line for line in lines if line.strip()])
+
+
+def _printed_by(code: str) -> str:
+    """What ``code``, run by this interpreter in the repository, prints (it must succeed)."""
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
+    return proc.stdout.strip()

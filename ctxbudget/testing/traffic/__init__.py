@@ -19,9 +19,10 @@ same shape, and ``metadata`` holds nothing that depends on the kind of passage. 
 generator knows (which chunk is a copy of which, which one is injected) goes to a separate
 *truth* file (:class:`BatchTruth`, one JSON line per request), read by ``bench.quality``.
 
-The evidence budget is tight by construction: the budget equation of ``bench.naive`` is solved
-for a target equal to a random fraction (``evidence_fraction``) of the token cost of the
-retrieved originals, so that a score-sorted fill keeps only part of the relevant passages.
+The evidence budget is tight by construction: the budget equation of
+``ctxbudget.testing.naive`` is solved for a target equal to a random fraction
+(``evidence_fraction``) of the token cost of the retrieved originals, so that a score-sorted
+fill keeps only part of the relevant passages.
 
 Dataset-derived output is never written inside the repository (research licences).
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
-from bench.naive import TokenCounter
 from ctxbudget.schemas import Candidate, Span
+from ctxbudget.testing.naive import TokenCounter
 from ctxbudget.testing.traffic.base import (
     FORBIDDEN_LABELS,
     OTHER_TENANT,

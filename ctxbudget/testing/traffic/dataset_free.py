@@ -8,8 +8,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.naive import TokenCounter, default_counter
 from ctxbudget.schemas import Turn
+from ctxbudget.testing.naive import TokenCounter, default_counter
 from ctxbudget.testing.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
 from ctxbudget.testing.traffic.base import SYNTHETIC_EVIDENCE_FRACTION, AwkwardRates
 from ctxbudget.testing.traffic.frame import _check_range, _finish, _originals_cost

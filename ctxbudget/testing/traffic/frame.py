@@ -7,7 +7,6 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from bench.naive import DEFAULT_ANSWER_RESERVE, SAFETY_MARGIN, SEPARATOR_TOKENS, TokenCounter
 from ctxbudget.schemas import (
     AnswerContract,
     CandidateBatch,
@@ -17,6 +16,12 @@ from ctxbudget.schemas import (
     Principal,
     Query,
     Turn,
+)
+from ctxbudget.testing.naive import (
+    DEFAULT_ANSWER_RESERVE,
+    SAFETY_MARGIN,
+    SEPARATOR_TOKENS,
+    TokenCounter,
 )
 from ctxbudget.testing.traffic.assemble import Draft, _candidate, _Context
 from ctxbudget.testing.traffic.base import PRINCIPAL_LABELS, TENANT, AwkwardRates

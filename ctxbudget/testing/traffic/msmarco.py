@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.naive import TokenCounter, default_counter
 from ctxbudget.schemas import Turn
+from ctxbudget.testing.naive import TokenCounter, default_counter
 from ctxbudget.testing.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
 from ctxbudget.testing.traffic.base import (
     MSMARCO_EVIDENCE_FRACTION,

@@ -1,9 +1,11 @@
-"""What the broker benchmarks, the guarantee checkers and the integration tests share:
-``/proc`` readers, worker processes started and stopped as a supervisor would, and a
-collector that reads the packs and dead-letter topics from the start.
+"""Worker processes as a supervisor runs them, and what is read of them: ``/proc`` readers
+(CPU time, resident memory), a launcher that ties a process to its parent and a stopper,
+and a collector that reads the packs and dead-letter topics from the start.
 
-Kept in one place so that a fix to how a worker is started (its environment, its log, dying
-with its parent) or how packs are read back reaches every bench and test at once.
+Written once for the broker benchmarks, the guarantee checkers (``bench/``) and the
+integration tests (``tests/integration/lab.py``), so that a fix to how a worker is started
+(its environment, its log, dying with its parent) or how packs are read back reaches every
+one of them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any
 
 import orjson
 
-from bench.common import REPO
 from ctxbudget.kafka.broker import _die_with_parent
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -54,10 +55,11 @@ def ctxbudget_command() -> list[str]:
 
 
 def spawn(
-    args: Sequence[str], env: Mapping[str, str], log: Path, *, cwd: Path = REPO
+    args: Sequence[str], env: Mapping[str, str], log: Path, *, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start ``args`` with its output (both streams) in ``log``; the process is killed when
-    this one dies, so a bench stopped half-way leaves no orphan worker."""
+    """Start ``args`` in ``cwd`` (default: this process's) with its output (both streams)
+    in ``log``; the process is killed when this one dies, so a bench stopped half-way leaves
+    no orphan worker."""
     with log.open("wb") as fh:
         return subprocess.Popen(
             list(args),
@@ -177,10 +179,7 @@ def trouble_in_logs(logdir: Path, pattern: str = "*.log", most: int = 8) -> dict
         bad = [
             line.strip()[:300]
             for line in log.read_text(errors="replace").splitlines()
-            if any(
-                w in line
-                for w in ("Traceback", "CRITICAL", "critical", "not acknowledged", "Error:")
-            )
+            if any(w in line for w in TROUBLE)
         ]
         if bad:
             out[log.name] = bad[:most]
