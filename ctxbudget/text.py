@@ -477,6 +477,66 @@ class ShingleCache:
     def text_overlaps(self, texts: Sequence[str], size: int) -> TextOverlaps:
         """Shingle sets, :func:`normalize` forms and :func:`common_shingles` of ``texts``.
 
+        A text whose set is remembered is not shingled again; the sets made are remembered.
+        On the compiled path the ASCII texts are split, shingled and normalised natively and
+        the table is counted there; :meth:`text_overlaps_reference` gives the same values
+        and remembers the same sets."""
+        if NATIVE is None or size < 1:
+            return self.text_overlaps_reference(texts, size)
+        n = len(texts)
+        found = [self.sets.get((t, size)) for t in texts]
+        missing = [i for i, f in enumerate(found) if f is None]
+        plain = [i for i, t in enumerate(texts) if t.isascii()]
+        norms_of, counts_of, sets_of = NATIVE.shingle_texts(
+            [texts[i] for i in plain], size, [found[i] is None for i in plain]
+        )
+        norms: list[str] = [""] * n
+        counts = [0] * n
+        for i, norm, count, made in zip(plain, norms_of, counts_of, sets_of, strict=True):
+            norms[i], counts[i] = norm, count
+            if made is not None:
+                found[i] = made
+        others = {i: words(t) for i, t in enumerate(texts) if not t.isascii()}
+        for i, tokens in others.items():
+            norms[i], counts[i] = normalize(texts[i]), len(tokens)
+        lens = [counts[i] for i in missing]
+        folded = bool(missing) and sum(lens) >= size > 1
+        for i, tokens in others.items():
+            if found[i] is None:
+                found[i] = self._fresh_set(tokens, size, folded)
+        sets = [f for f in found if f is not None]
+        if missing:
+            self._remember(texts, missing, size, [sets[i] for i in missing])
+        if n > DENSE_TEXTS:
+            return TextOverlaps(sets, norms, None)
+        # the incidences the reference hands its table (its dense bound counts them): every
+        # window folded over the missing texts' words laid end to end, straddling ones too,
+        # and the sets of the others; or every set when nothing is folded
+        if folded:
+            short = [i for i, k in zip(missing, lens, strict=True) if 0 < k < size]
+            remembered = set(range(n)).difference(missing)
+            total = sum(lens) - size + 1 + sum(len(sets[i]) for i in [*remembered, *short])
+        else:
+            total = sum(map(len, sets))
+        if n * total > DENSE_CELLS:
+            return TextOverlaps(sets, norms, None)
+        table = np.frombuffer(NATIVE.common_counts(sets), dtype=np.float64).reshape(n, n)
+        return TextOverlaps(sets, norms, table)
+
+    def _fresh_set(self, tokens: list[str], size: int, folded: bool) -> frozenset[int]:
+        """The shingle set of ``tokens`` as :meth:`text_overlaps_reference` builds it (the
+        same ids, inserted in the same way): from its windows in the joint fold, else by
+        :func:`shingles`."""
+        if folded and len(tokens) >= size:
+            ids = np.fromiter(map(self.word_ids.__getitem__, tokens), np.uint64, len(tokens))
+            return frozenset(_fold(ids, size).tolist())
+        return shingles(tokens, size, self)
+
+    def text_overlaps_reference(self, texts: Sequence[str], size: int) -> TextOverlaps:
+        """:meth:`text_overlaps` in pure Python: the reference. A change here needs the same
+        change in ``native/src/overlaps.rs``; ``tests/property/test_native_paths.py``
+        compares the two.
+
         A text whose set is remembered is not shingled again (nor split into words, unless
         its normal form needs them: ASCII text); the sets made are remembered."""
         n = len(texts)
