@@ -67,11 +67,15 @@ class NativeModule(Protocol):
 
     def fold_windows(self, token_lists: Sequence[Sequence[str]], size: int) -> bytes: ...
 
-    def shingle_texts(
-        self, texts: list[str], size: int, want_set: list[bool]
-    ) -> tuple[list[str], list[int], list[frozenset[int] | None]]: ...
-
-    def common_counts(self, sets: list[frozenset[int]]) -> bytearray: ...
+    def overlaps(
+        self,
+        texts: list[str],
+        known: list[frozenset[int] | None],
+        tokens: list[list[str] | None],
+        size: int,
+        dense_texts: int,
+        dense_cells: int,
+    ) -> tuple[list[str | None], list[int], list[frozenset[int] | None], bytearray | None]: ...
 
     def SentenceSplitter(self, abbreviations: list[str]) -> SentenceSplitter: ...
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
+from typing import cast
 
 import numpy as np
 
@@ -195,11 +196,20 @@ def content_terms(text: str) -> frozenset[str]:
 def normalize(text: str, tokens: Sequence[str] | None = None) -> str:
     """Canonical form for exact-duplicate detection: NFKC, case-folded, words only.
 
-    ``tokens`` may pass ``words(text)`` when the caller has it: on ASCII text NFKC changes
-    nothing and case folding is lower-casing, so the canonical form is those words joined.
+    ``tokens`` may pass ``words(text)`` when the caller has it: on ASCII text (and on any
+    text NFKC leaves as it is and whose case fold lower-cases as it does) the canonical form
+    is those words joined.
     """
     if text.isascii():
         return " ".join(words(text) if tokens is None else tokens)
+    if (
+        tokens is not None
+        and unicodedata.is_normalized("NFKC", text)
+        and text.casefold().lower() == text.lower()
+    ):
+        # NFKC leaves the text as it is and case folding then lower-casing gives what
+        # lower-casing gives: the canonical words are ``words(text)``, already at hand
+        return " ".join(tokens)
     return " ".join(words(unicodedata.normalize("NFKC", text).casefold()))
 
 
@@ -485,52 +495,21 @@ class ShingleCache:
             return self.text_overlaps_reference(texts, size)
         n = len(texts)
         found = [self.sets.get((t, size)) for t in texts]
-        missing = [i for i, f in enumerate(found) if f is None]
-        plain = [i for i, t in enumerate(texts) if t.isascii()]
-        norms_of, counts_of, sets_of = NATIVE.shingle_texts(
-            [texts[i] for i in plain], size, [found[i] is None for i in plain]
+        tokens = [None if t.isascii() else words(t) for t in texts]
+        norms, _, made, table = NATIVE.overlaps(
+            list(texts), found, tokens, size, DENSE_TEXTS, DENSE_CELLS
         )
-        norms: list[str] = [""] * n
-        counts = [0] * n
-        for i, norm, count, made in zip(plain, norms_of, counts_of, sets_of, strict=True):
-            norms[i], counts[i] = norm, count
-            if made is not None:
-                found[i] = made
-        others = {i: words(t) for i, t in enumerate(texts) if not t.isascii()}
-        for i, tokens in others.items():
-            norms[i], counts[i] = normalize(texts[i]), len(tokens)
-        lens = [counts[i] for i in missing]
-        folded = bool(missing) and sum(lens) >= size > 1
-        for i, tokens in others.items():
-            if found[i] is None:
-                found[i] = self._fresh_set(tokens, size, folded)
-        sets = [f for f in found if f is not None]
+        for i, tok in enumerate(tokens):
+            if tok is not None:
+                norms[i] = normalize(texts[i], tok)
+        # every text has its set: remembered, or made natively
+        pairs = zip(found, made, strict=True)
+        sets = cast(list[frozenset[int]], [m if f is None else f for f, m in pairs])
+        missing = [i for i, f in enumerate(found) if f is None]
         if missing:
             self._remember(texts, missing, size, [sets[i] for i in missing])
-        if n > DENSE_TEXTS:
-            return TextOverlaps(sets, norms, None)
-        # the incidences the reference hands its table (its dense bound counts them): every
-        # window folded over the missing texts' words laid end to end, straddling ones too,
-        # and the sets of the others; or every set when nothing is folded
-        if folded:
-            short = [i for i, k in zip(missing, lens, strict=True) if 0 < k < size]
-            remembered = set(range(n)).difference(missing)
-            total = sum(lens) - size + 1 + sum(len(sets[i]) for i in [*remembered, *short])
-        else:
-            total = sum(map(len, sets))
-        if n * total > DENSE_CELLS:
-            return TextOverlaps(sets, norms, None)
-        table = np.frombuffer(NATIVE.common_counts(sets), dtype=np.float64).reshape(n, n)
-        return TextOverlaps(sets, norms, table)
-
-    def _fresh_set(self, tokens: list[str], size: int, folded: bool) -> frozenset[int]:
-        """The shingle set of ``tokens`` as :meth:`text_overlaps_reference` builds it (the
-        same ids, inserted in the same way): from its windows in the joint fold, else by
-        :func:`shingles`."""
-        if folded and len(tokens) >= size:
-            ids = np.fromiter(map(self.word_ids.__getitem__, tokens), np.uint64, len(tokens))
-            return frozenset(_fold(ids, size).tolist())
-        return shingles(tokens, size, self)
+        common = None if table is None else np.frombuffer(table, np.float64).reshape(n, n)
+        return TextOverlaps(sets, cast(list[str], norms), common)
 
     def text_overlaps_reference(self, texts: Sequence[str], size: int) -> TextOverlaps:
         """:meth:`text_overlaps` in pure Python: the reference. A change here needs the same

@@ -488,8 +488,7 @@ fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
     m.add("API_VERSION", 3)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
-    m.add_function(wrap_pyfunction!(overlaps::shingle_texts, m)?)?;
-    m.add_function(wrap_pyfunction!(overlaps::common_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;
     m.add_class::<NameFinder>()?;
     m.add_class::<SentenceAnalyser>()?;
