@@ -1,7 +1,8 @@
 """The optional compiled hot path: the ``ctxbudget_native`` extension (``native/``, Rust).
 
 It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
-sentence bounds, proper names and the shingle fold of :mod:`ctxbudget.text`, and the
+sentence bounds, proper names, the shingle fold, and the words, normal forms, shingle sets
+and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
 sentence analysis of :mod:`ctxbudget.extractive`; a single scan of a decoded batch's bytes
 for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
 it leaves the codec on its Python checks); and, on any text, the injection gate's cue words
@@ -29,7 +30,7 @@ from typing import Protocol, cast
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 2
+API_VERSION = 3
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")
@@ -65,6 +66,16 @@ class NativeModule(Protocol):
     API_VERSION: int
 
     def fold_windows(self, token_lists: Sequence[Sequence[str]], size: int) -> bytes: ...
+
+    def overlaps(
+        self,
+        texts: list[str],
+        known: list[frozenset[int] | None],
+        tokens: list[list[str] | None],
+        size: int,
+        dense_texts: int,
+        dense_cells: int,
+    ) -> tuple[list[str | None], list[int], list[frozenset[int] | None], bytearray | None]: ...
 
     def SentenceSplitter(self, abbreviations: list[str]) -> SentenceSplitter: ...
 

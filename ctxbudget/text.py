@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
+from typing import cast
 
 import numpy as np
 
@@ -195,11 +196,20 @@ def content_terms(text: str) -> frozenset[str]:
 def normalize(text: str, tokens: Sequence[str] | None = None) -> str:
     """Canonical form for exact-duplicate detection: NFKC, case-folded, words only.
 
-    ``tokens`` may pass ``words(text)`` when the caller has it: on ASCII text NFKC changes
-    nothing and case folding is lower-casing, so the canonical form is those words joined.
+    ``tokens`` may pass ``words(text)`` when the caller has it: on ASCII text (and on any
+    text NFKC leaves as it is and whose case fold lower-cases as it does) the canonical form
+    is those words joined.
     """
     if text.isascii():
         return " ".join(words(text) if tokens is None else tokens)
+    if (
+        tokens is not None
+        and unicodedata.is_normalized("NFKC", text)
+        and text.casefold().lower() == text.lower()
+    ):
+        # NFKC leaves the text as it is and case folding then lower-casing gives what
+        # lower-casing gives: the canonical words are ``words(text)``, already at hand
+        return " ".join(tokens)
     return " ".join(words(unicodedata.normalize("NFKC", text).casefold()))
 
 
@@ -476,6 +486,35 @@ class ShingleCache:
 
     def text_overlaps(self, texts: Sequence[str], size: int) -> TextOverlaps:
         """Shingle sets, :func:`normalize` forms and :func:`common_shingles` of ``texts``.
+
+        A text whose set is remembered is not shingled again; the sets made are remembered.
+        On the compiled path the ASCII texts are split, shingled and normalised natively and
+        the table is counted there; :meth:`text_overlaps_reference` gives the same values
+        and remembers the same sets."""
+        if NATIVE is None or size < 1:
+            return self.text_overlaps_reference(texts, size)
+        n = len(texts)
+        found = [self.sets.get((t, size)) for t in texts]
+        tokens = [None if t.isascii() else words(t) for t in texts]
+        norms, _, made, table = NATIVE.overlaps(
+            list(texts), found, tokens, size, DENSE_TEXTS, DENSE_CELLS
+        )
+        for i, tok in enumerate(tokens):
+            if tok is not None:
+                norms[i] = normalize(texts[i], tok)
+        # every text has its set: remembered, or made natively
+        pairs = zip(found, made, strict=True)
+        sets = cast(list[frozenset[int]], [m if f is None else f for f, m in pairs])
+        missing = [i for i, f in enumerate(found) if f is None]
+        if missing:
+            self._remember(texts, missing, size, [sets[i] for i in missing])
+        common = None if table is None else np.frombuffer(table, np.float64).reshape(n, n)
+        return TextOverlaps(sets, cast(list[str], norms), common)
+
+    def text_overlaps_reference(self, texts: Sequence[str], size: int) -> TextOverlaps:
+        """:meth:`text_overlaps` in pure Python: the reference. A change here needs the same
+        change in ``native/src/overlaps.rs``; ``tests/property/test_native_paths.py``
+        compares the two.
 
         A text whose set is remembered is not shingled again (nor split into words, unless
         its normal form needs them: ASCII text); the sets made are remembered."""

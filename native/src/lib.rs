@@ -13,6 +13,7 @@ use std::collections::HashSet;
 
 mod gate;
 mod json_scan;
+mod overlaps;
 
 /// `str.isspace()` (and the regex `\s`) on an ASCII byte.
 fn is_py_space(b: u8) -> bool {
@@ -34,8 +35,8 @@ fn ascii_str(text: &str) -> PyResult<&[u8]> {
 // ---------------------------------------------------------------------------------------
 // Shingles: `text._fold` over the concatenated words of several texts.
 
-const SHINGLE_MULT: u64 = 1_000_003;
-const SHINGLE_MASK: u64 = 0xFFFF_FFFF_FFFF;
+pub(crate) const SHINGLE_MULT: u64 = 1_000_003;
+pub(crate) const SHINGLE_MASK: u64 = 0xFFFF_FFFF_FFFF;
 
 /// The folded id of every window of `size` consecutive words of the texts' words laid end
 /// to end, as native-endian uint64 bytes (`numpy.frombuffer(..., dtype=numpy.uint64)`):
@@ -485,8 +486,9 @@ impl SentenceAnalyser {
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 2)?;
+    m.add("API_VERSION", 3)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
+    m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;
     m.add_class::<NameFinder>()?;
     m.add_class::<SentenceAnalyser>()?;

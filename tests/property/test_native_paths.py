@@ -195,3 +195,85 @@ def test_sentence_analysis_matches_the_reference(sample: str) -> None:
     assert extractive.analyse(sample, bounds=bounds) == extractive._analyse_ascii(
         sample, bounds, flat, extractive.stem
     )
+
+
+#: Sentences that share runs of words, so texts drawn from them overlap (and repeat).
+_OVERLAP_TEXTS = st.lists(
+    st.sampled_from(
+        [
+            "The river runs north past the old mill.",
+            "the RIVER runs north past the old mill!",
+            "Past the old mill the road turns east.",
+            "Zürich lies on the river Limmat, past the old mill.",
+            "A",
+            "",
+            "  ;; ",
+            "Mill",
+            "one two three four five six seven eight nine ten eleven twelve",
+        ]
+    )
+    | _ASCII
+    | st.text(max_size=60),
+    min_size=1,
+    max_size=5,
+).map(" ".join)
+
+
+def _overlaps_both_ways(
+    texts: list[str], remembered: list[str], size: int
+) -> tuple[text.TextOverlaps, text.TextOverlaps, ShingleCache, ShingleCache]:
+    caches = (ShingleCache(), ShingleCache())
+    for cache in caches:
+        cache.text_shingles_many(remembered, size)
+    got = caches[0].text_overlaps(texts, size)
+    want = caches[1].text_overlaps_reference(texts, size)
+    return got, want, caches[0], caches[1]
+
+
+def _assert_same_overlaps(got: text.TextOverlaps, want: text.TextOverlaps) -> None:
+    assert got.norms == want.norms
+    assert got.sets == want.sets
+    # the same insertion order, so the sets iterate alike wherever they are read in order
+    assert [list(s) for s in got.sets] == [list(s) for s in want.sets]
+    if want.common is None:
+        assert got.common is None
+    else:
+        assert got.common is not None
+        assert got.common.dtype == want.common.dtype
+        assert np.array_equal(got.common, want.common)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_OVERLAP_TEXTS, min_size=0, max_size=12),
+    st.lists(st.booleans(), max_size=12),
+    st.integers(1, 5),
+)
+def test_overlaps_match_the_reference(texts: list[str], warm: list[bool], size: int) -> None:
+    """The compiled overlaps give the reference's sets, normal forms and shared-shingle
+    table, and remember the same sets, whichever texts were remembered before."""
+    remembered = [t for t, w in zip(texts, warm, strict=False) if w]
+    got, want, native_cache, reference_cache = _overlaps_both_ways(texts, remembered, size)
+    _assert_same_overlaps(got, want)
+    assert list(native_cache.sets._data) == list(reference_cache.sets._data)
+    assert native_cache.sets.bytes == reference_cache.sets.bytes
+
+
+@pytest.mark.parametrize("cells", [0, 1, 20, 40, 60, 80, 100, 150, 200, 300, 1000])
+def test_overlaps_keep_the_references_dense_bound(
+    monkeypatch: pytest.MonkeyPatch, cells: int
+) -> None:
+    """The table is made or left out exactly where the reference's bound on its incidences
+    (straddling windows and remembered sets counted) makes or leaves it out."""
+    monkeypatch.setattr(text, "DENSE_CELLS", cells)
+    texts = [
+        "The river runs north past the old mill.",
+        "Past the old mill the road turns east.",
+        "Mill",
+        "",
+        "Zürich lies on the river Limmat, past the old mill.",
+        "The river runs north past the old mill.",
+    ]
+    for remembered in ([], texts[1:2], texts[2:5]):
+        got, want, _, _ = _overlaps_both_ways(texts, remembered, 3)
+        _assert_same_overlaps(got, want)

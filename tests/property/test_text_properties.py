@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import zlib
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget.extractive import analyse
@@ -57,6 +57,16 @@ def test_words_terms_and_normal_forms_match_their_definitions(text: str) -> None
     import unicodedata
 
     assert normalize(text) == " ".join(_plain_words(unicodedata.normalize("NFKC", text).casefold()))
+    assert normalize(text, words(text)) == normalize(text)
+
+
+@SETTINGS
+@given(st.text(max_size=80))
+@example("Straße in İstanbul: ΟΔΟΣ, the ﬁrst ½ of Ⅻ")
+@example("Tekezé — “Aschenbrödel”")
+def test_a_normal_form_from_given_words_is_the_normal_form(text: str) -> None:
+    """Passing a text's words to normalize() (the shortcut for text NFKC leaves alone)
+    gives the canonical form on any text, ligatures, sharp s and final sigma included."""
     assert normalize(text, words(text)) == normalize(text)
 
 
