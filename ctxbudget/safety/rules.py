@@ -694,6 +694,7 @@ _ML_IGNORE_QUESTION: tuple[tuple[str, str], ...] = (
     (r"no (?:respondas|responda|contestes|conteste) (?:a )?(?:la|su|tu) pregunta", "pregunta"),
     (r"não (?:responda|responde|respondas) (?:à|a) (?:pergunta|sua pergunta)", "pergunta"),
     (r"nie odpowiadaj na (?:pytanie|jego pytanie|jej pytanie)", "odpowiadaj"),
+    (r"neodpovídej na (?:otázku|jeho otázku|její otázku)", "neodpov"),
     (r"не отвечай(?:те)? на (?:вопрос|его вопрос|её вопрос|ее вопрос)", "отвечай отвечайте"),
     (r"(?:sorusunu|soruyu) (?:yanitlama|cevaplama|yanitlamayin|cevaplamayin)", "sorusunu soruyu"),
     (r"(?:لا تجب|لا تجيبي|لا ترد) (?:عن|على) (?:سؤال|السؤال)", "تجب تجيبي ترد"),
@@ -748,6 +749,7 @@ _ML_UNRESTRICTED: tuple[tuple[str, str], ...] = (
 #: "Your system prompt" (a possessive of the reader's own prompt) in more languages.
 _ML_YOUR_PROMPT: tuple[tuple[str, str], ...] = (
     (r"(?:svůj|tvůj|váš) (?:celý )?systémový prompt", "syst"),
+    (r"(?:din|ditt|dine|jeres|deres) (?:hele |hela )?systemprompt", "systemprompt"),
     (r"järjestelmäkehot\w*si|järjestelmäohjee\w*si", "rjestelm"),
     (r"sistem istemini(?:zi)?|sistem talimatlarini", "sistem"),
     (
@@ -944,7 +946,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "jailbreak", "instruction", 2.0,
-        r"\b(?:stay in character|do anything now|dan mode|as dan\b|you are dan\b)",
+        r"\b(?:stay in character|do anything now|dan mode|(?:act|acting|respond|answer|reply|"
+        r"speak|continue|play) as dan\b|you are dan\b)",
         "character anything dan", words2="stay now dan", directive=True, group="jailbreak",
     ),
     _rule(
@@ -1692,7 +1695,7 @@ RULES: tuple[Rule, ...] = (
         "compliant_turn", "role_text", 1.5,
         r"(?:assistant|ai|model|gpt|bot)[ \t]{0,3}(?:\*\*)?:[ \t]{0,8}(?:sure|certainly|of course|"
         r"absolutely|ok(?:ay)?|understood|as instructed|as requested|i will now|i'll now|"
-        r"here (?:is|are) the)\b",
+        r"here(?: is|'s| are) (?:the|a|an|your|my))\b",
         "assistant ai model gpt bot",
         words2="sure certainly course absolutely ok okay understood instructed requested will "
         "ll here",
