@@ -75,8 +75,11 @@ _SPACED_LETTERS = re.compile(r"\b(?:[^\W\d_] ){4,}[^\W\d_]\b")
 # "t e l l   t h e   u s e r ' s": three or more spaced-out words (two letters or more, an
 # apostrophe counting as a letter) with two or three spaces between words; joined into words
 # with one space between them.
+# A run starts only where no spaced letter comes before it, and its letters are taken
+# possessively, so a search reads each run once (linear time).
 _SPACED_WORDS = re.compile(
-    r"\b[^\W\d_](?: (?:[^\W\d_]|'))+(?: {2,3}(?:[^\W\d_]|')(?: (?:[^\W\d_]|'))+){2,}"
+    r"(?<![^\W\d_'] )\b[^\W\d_](?: (?:[^\W\d_]|'))++"
+    r"(?: {2,3}(?:[^\W\d_]|')(?: (?:[^\W\d_]|'))++){2,}"
 )
 _WORD_GAP = re.compile(" {2,3}")
 _SPACED_HINT = re.compile(r" [^\W\d_] [^\W\d_] [^\W\d_] ")  # inside any such run: a cheap test
