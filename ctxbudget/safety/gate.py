@@ -232,7 +232,8 @@ class _Text:
         """Reads as source code: two lines or more that open as statements do (``def``,
         ``import``, ``assert``, a decorator, an assignment of a literal)."""
         if self._code is None:
-            self._code = len(first_matches(CODE_LINE.finditer(self.t), 2)) >= 2
+            t = self.t
+            self._code = "\n" in t and len(first_matches(CODE_LINE.finditer(t), 2)) >= 2
         return self._code
 
     @property
@@ -404,7 +405,9 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
     if depth:
         return
     model = shipped_model()
-    text = _outside_literals(x) if x.code else x.t
+    text = x.t
+    if ('"' in text or "'" in text) and x.code:
+        text = _outside_literals(x)
     p = model.weak_probability(text)
     if p < model.weak:
         return

@@ -261,12 +261,24 @@ def _rejoin_split_words(t: str) -> str | None:
     """``t`` with its hyphenated and line-broken words joined, when at least
     :data:`_MIN_REJOINED` of the joins make a word of five letters or more that a rule looks
     for (:data:`~.rules.RULE_WORDS`) out of pieces that are not all such words (at most
-    :data:`_MAX_PIECES` pieces looked at); else None."""
+    :data:`_MAX_PIECES` seams looked at); else None. Only the seams are visited (found by
+    ``str.find``), each cut word read from the start of its first piece."""
     made = 0
     for rx, sep in ((_HYPHENATED, "-"), (_BROKEN_LINE, "\n")):
-        if sep not in t:
-            continue
-        for m in first_matches(rx.finditer(t), _MAX_PIECES):
+        pos = t.find(sep, 1)
+        seams = 0
+        while pos > 0 and seams < _MAX_PIECES:
+            seams += 1
+            if not ("a" <= t[pos - 1] <= "z" and "a" <= t[pos + 1 : pos + 2] <= "z"):
+                pos = t.find(sep, pos + 1)
+                continue
+            begin = pos - 1
+            while begin > 0 and pos - begin < 12 and "a" <= t[begin - 1] <= "z":
+                begin -= 1
+            m = rx.match(t, begin)
+            if m is None:
+                pos = t.find(sep, pos + 1)
+                continue
             pieces = m.group(0).split(sep)
             word = "".join(pieces)
             if len(word) >= 5 and word in RULE_WORDS and not RULE_WORDS.issuperset(pieces):
@@ -276,6 +288,7 @@ def _rejoin_split_words(t: str) -> str | None:
                         lambda b: b.group(0).replace("\n", ""),
                         _HYPHENATED.sub(lambda h: h.group(0).replace("-", ""), t),
                     )
+            pos = t.find(sep, m.end())
     return None
 
 
