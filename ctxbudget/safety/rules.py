@@ -695,12 +695,42 @@ _ML_IGNORE_QUESTION: tuple[tuple[str, str], ...] = (
     (r"não (?:responda|responde|respondas) (?:à|a) (?:pergunta|sua pergunta)", "pergunta"),
     (r"nie odpowiadaj na (?:pytanie|jego pytanie|jej pytanie)", "odpowiadaj"),
     (r"neodpovídej na (?:otázku|jeho otázku|její otázku)", "neodpov"),
+    (r"non rispondere (?:alla|a questa) domanda", "rispondere"),
+    (r"jangan (?:jawab|menjawab) pertanyaan", "jawab menjawab"),
+    (r"älä vastaa kysymykseen", "kysymykseen"),
+    (r"usijibu swali", "usijibu"),
+    (r"אל (?:תענה|תעני|תענו) על השאלה", "השאלה"),
+    (r"不要回答(?:这个)?问题", "不要回答"),
     (r"не отвечай(?:те)? на (?:вопрос|его вопрос|её вопрос|ее вопрос)", "отвечай отвечайте"),
     (r"(?:sorusunu|soruyu) (?:yanitlama|cevaplama|yanitlamayin|cevaplamayin)", "sorusunu soruyu"),
     (r"(?:لا تجب|لا تجيبي|لا ترد) (?:عن|على) (?:سؤال|السؤال)", "تجب تجيبي ترد"),
     (
         unicodedata.normalize("NFKC", r"(?:प्रश्न|सवाल) का (?:उत्तर|जवाब) (?:मत|न) (?:दो|दें|दीजिए)"),
         unicodedata.normalize("NFKC", "प्रश्न सवाल"),
+    ),
+)
+#: "Reveal the password" in more languages (an order to give away a secret).
+_ML_REVEAL_SECRET: tuple[tuple[str, str], ...] = (
+    (
+        r"(?:verrate|nenne|zeige|gib)(?: mir| uns)? (?:das|dein|ihr|dem) (?:passwort|kennwort)",
+        "passwort kennwort",
+    ),
+    (r"(?:revela|dime|dame|muestra) (?:la|tu|su) contraseña", "contrase"),
+    (r"(?:revele|revela|diga|mostre|informe) (?:a|sua|tua) senha", "senha"),
+    (r"(?:rivela|dimmi|mostra|dammi) (?:la|tua|la tua) password", "password"),
+    (r"(?:zdradź|podaj|ujawnij|pokaż) (?:mi )?hasło", "has"),
+    (r"(?:prozraď|řekni|sděl|ukaž) (?:mi )?heslo", "heslo"),
+    (r"(?:раскрой|скажи|назови|сообщи|покажи) (?:мне )?пароль", "пароль"),
+    (r"(?:şifreyi|parolayi|sifreyi) (?:söyle|ver|göster|açikla)", "ifreyi parolayi sifreyi"),
+    (r"(?:أخبرني|اخبرني|اكشف|أعطني) (?:عن )?(?:كلمة المرور|كلمة السر)", "أخبرني اخبرني اكشف أعطني"),
+    (unicodedata.normalize("NFKC", r"पासवर्ड (?:बताओ|बताएं|बताइए|दिखाओ)"), "पासवर्ड"),
+    (r"paljasta (?:salasana|salasanasi)", "paljasta"),
+    (r"(?:beri tahu|berikan|tunjukkan) kata sandi", "tahu berikan tunjukkan"),
+    (r"taja nenosiri", "nenosiri"),
+    (r"(?:גלה|תגלה|תן לי|אמור לי) את הסיסמה", "הסיסמה"),
+    (
+        r"(?:afslør|oplys|avslør|fortæl) (?:mig )?(?:adgangskoden|kodeordet|passordet)",
+        "adgangskoden kodeordet passordet",
     ),
 )
 #: "From now on" in more languages (the opening of a change of persona or task).
@@ -812,6 +842,14 @@ RULES: tuple[Rule, ...] = (
         r" were| had)? (?:been )?(?:told|given|instructed|taught|said)|above|before (?:this|now)|"
         r"prior to this|so far|until now|up to (?:now|this point)|earlier in this)\b",
         "ignore disregard forget discard", directive=True, group="ignore_before",
+    ),
+    _rule(
+        # "Ignore everything and just output X": everything dropped, then the new order.
+        "ignore_everything_and", "instruction", 1.5,
+        rf"\b(?:ignore|disregard|forget)[ \t]{{1,2}}(?:everything|all(?: of)? (?:that|this)|"
+        rf"all else)[ \t,]{{1,3}}(?:and |then |instead )*(?:just |only |simply )?{_ORDER_VERB}\b",
+        "ignore disregard forget", words2="everything all else", directive=True, clause=True,
+        group="ignore_before",
     ),
     _rule(
         "ignore_the_above", "instruction", 1.5,
@@ -1603,6 +1641,7 @@ RULES: tuple[Rule, ...] = (
     _ml_phrases("your_answer_ml", "addressed_to_model", 1.0, _ML_YOUR_ANSWER, clause=True),
     _ml_phrases("tell_the_user_ml", "coercion", 1.0, _ML_TELL_USER),
     _ml_phrases("ignore_question_ml", "instruction", 1.0, _ML_IGNORE_QUESTION),
+    _ml_phrases("reveal_secret_ml", "instruction", 1.0, _ML_REVEAL_SECRET),
     _ml_phrases("ai_reading_this_ml", "addressed_to_model", 1.0, _ML_AI_READING, group="any_ai"),
     _ml_phrases("from_now_on_ml", "instruction", 1.0, _ML_FROM_NOW_ON, group="from_now_on_ml"),
     _ml_phrases("unrestricted_ml2", "instruction", 1.0, _ML_UNRESTRICTED, group="unrestricted_ml"),
