@@ -147,6 +147,10 @@ def _read_gates(t: str, ascii: bool) -> tuple[frozenset[str], list[int]] | None:
         return None
 
 
+#: What every line :data:`~.rules.CODE_LINE` matches holds (a quick test before the regex).
+_CODE_CUES = ("=", "def ", "class ", "import ", "assert ", "@")
+
+
 class _Text:
     """One normalised passage and what the rules need to know about it (quoted stretches and
     the documentation test computed when first asked for)."""
@@ -233,7 +237,11 @@ class _Text:
         ``import``, ``assert``, a decorator, an assignment of a literal)."""
         if self._code is None:
             t = self.t
-            self._code = "\n" in t and len(first_matches(CODE_LINE.finditer(t), 2)) >= 2
+            self._code = (
+                "\n" in t
+                and any(c in t for c in _CODE_CUES)
+                and len(first_matches(CODE_LINE.finditer(t), 2)) >= 2
+            )
         return self._code
 
     @property

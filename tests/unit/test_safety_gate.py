@@ -363,3 +363,15 @@ def test_an_imperative_that_opens_a_sentence_without_a_full_stop_starts_a_clause
     assert "override_instructions:2" in explain(run_on).rules, explain(run_on)
     title = "Chapter Four Ignore Previous Instructions Handbook"
     assert not any(r.startswith("override_instructions") for r in explain(title).rules)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["def f(x):", "class a:", "import os", "from a.b import c", "assert x", "@pytest.fixture",
+     "x = [1]", "const y = {", "name = 'a'", "  self.value = (1, 2)"],
+)  # fmt: skip
+def test_every_code_line_holds_a_code_cue(line: str) -> None:
+    """The quick test before the code-line regex is exact: each (lower-cased) line the regex
+    takes for code holds one of the cues it looks for first."""
+    assert gate.CODE_LINE.match(line)
+    assert any(c in line for c in gate._CODE_CUES)
