@@ -16,6 +16,7 @@ from .rules import (
     BY_NONASCII,
     CLAUSE_CHARS,
     CLAUSE_WORDS,
+    CODE_LINE,
     DOC_BRACES,
     DOC_PHRASE_WORDS,
     DOC_PHRASES,
@@ -29,16 +30,18 @@ from .rules import (
     RULES,
     SECOND,
     SKIPPABLE,
+    VALUE_BEFORE,
     Rule,
     ascii_words,
     candidate_rules,
-    frame_cues,
+    frame_weight,
 )
 from .signals import (
     HINT_WORDS,
     MAX_HIDDEN_CHARS,
     RAW_ANY,
     decoded_payloads,
+    first_matches,
     hidden_segments,
     raw_checks,
     url_signal,
@@ -144,12 +147,17 @@ def _read_gates(t: str, ascii: bool) -> tuple[frozenset[str], list[int]] | None:
         return None
 
 
+#: What every line :data:`~.rules.CODE_LINE` matches holds (a quick test before the regex).
+_CODE_CUES = ("=", "def ", "class ", "import ", "assert ", "@")
+
+
 class _Text:
     """One normalised passage and what the rules need to know about it (quoted stretches and
     the documentation test computed when first asked for)."""
 
     __slots__ = (
         "_candidates",
+        "_code",
         "_doc",
         "_padded",
         "_spans",
@@ -180,6 +188,7 @@ class _Text:
             self.words, self._candidates = gates
         self._spans: tuple[list[int], list[int]] | None = None
         self._doc: bool | None = None
+        self._code: bool | None = None
         self._padded: str | None = None
         #: The decoded payloads (:func:`~.signals.decoded_payloads`), once worked out.
         self.decoded: list[str] | None = None
@@ -215,10 +224,25 @@ class _Text:
                         and MD_LINK_BEFORE.search(t, max(0, start - 520), start)
                     ):
                         continue  # a markdown link title: hidden text, not a quotation
+                    if t[start] == '"' and VALUE_BEFORE.search(t, max(0, start - 48), start):
+                        continue  # a JSON or YAML value: data of the document, not a quotation
                     starts.append(start)
                     ends.append(m.end())
             self._spans = (starts, ends)
         return self._spans
+
+    @property
+    def code(self) -> bool:
+        """Reads as source code: two lines or more that open as statements do (``def``,
+        ``import``, ``assert``, a decorator, an assignment of a literal)."""
+        if self._code is None:
+            t = self.t
+            self._code = (
+                "\n" in t
+                and any(c in t for c in _CODE_CUES)
+                and len(first_matches(CODE_LINE.finditer(t), 2)) >= 2
+            )
+        return self._code
 
     @property
     def documentation(self) -> bool:
@@ -276,7 +300,9 @@ _MAX_MATCHES = 500
 
 def _rule_weight(rule: Rule, x: _Text, *, quotes: bool = True) -> float:
     """The rule's weight if it matches outside quotation marks, half of it if every match
-    is quoted, 0 if it does not match (at most :data:`_MAX_MATCHES` matches are looked at).
+    is quoted (in code, where quoted text is a string literal: nothing for an order in words,
+    a quarter for markup), 0 if it does not match (at most :data:`_MAX_MATCHES` matches are
+    looked at).
     In ASCII text the rule's ``ascii_rx`` is searched when it has one (same offsets, found
     faster)."""
     t = x.t
@@ -298,7 +324,11 @@ def _rule_weight(rule: Rule, x: _Text, *, quotes: bool = True) -> float:
         if not (quotes and rule.quotable) or not _inside(x.spans, start):
             return rule.weight
         seen_quoted = True
-    return rule.weight / 2 if seen_quoted else 0.0
+    if not seen_quoted:
+        return 0.0
+    if x.code:  # a string literal of code is data the program holds (test cases, fixtures)
+        return 0.0 if rule.directive else rule.weight / 4
+    return rule.weight / 2
 
 
 def _inside(spans: tuple[list[int], list[int]], pos: int) -> bool:
@@ -362,7 +392,7 @@ def _score(
         _encoded(x, v, fast=fast, complete=complete)
     v.documentation = bool(x._doc)
     if scores and v.total >= THRESHOLD and (complete or sum(scores.values()) < _SETTLED):
-        v.frame_penalty = min(_MAX_FRAME_PENALTY, float(len(frame_cues(x.t))))
+        v.frame_penalty = min(_MAX_FRAME_PENALTY, frame_weight(x.t))
     _model_signal(x, v, depth=depth)
     return v
 
@@ -383,17 +413,38 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
     if depth:
         return
     model = shipped_model()
-    p = model.weak_probability(x.t)
+    text = x.t
+    if ('"' in text or "'" in text) and x.code:
+        text = _outside_literals(x)
+    p = model.weak_probability(text)
     if p < model.weak:
         return
     weight, how = _MODEL_WEAK, "model"
     if p >= model.strong:
         weight = _MODEL_STRONG
-    elif p >= model.offtopic and model.off_topic(x.t):
+    elif p >= model.offtopic and model.off_topic(text):
         weight, how = _MODEL_STRONG, "model-offtopic"
-    if FRAME.search(x.t) and frame_cues(x.t, 1_000):
+    if FRAME.search(x.t) and frame_weight(x.t, 1_000) >= 1.0:
         weight /= 2
     v.add("injected_task", weight, f"{how}:{p:.3f}")
+
+
+def _outside_literals(x: _Text) -> str:
+    """The text of code with its quoted stretches (string literals) blanked out: what the
+    program says, not the data it holds."""
+    starts, ends = x.spans
+    if not starts:
+        return x.t
+    t = x.t
+    pieces: list[str] = []
+    last = 0
+    for start, end in zip(starts, ends, strict=True):
+        if start < last:
+            continue
+        pieces += (t[last:start], " ")
+        last = end
+    pieces.append(t[last:])
+    return "".join(pieces)
 
 
 def _hidden_text(x: _Text, v: Verdict, *, fast: bool) -> None:

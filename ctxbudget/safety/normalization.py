@@ -72,6 +72,16 @@ _REPLACE_RX = re.compile("[" + "".join(_REPLACE) + "]")
 _TAG_CHARS = re.compile("[\U000e0020-\U000e007e]")
 # "i g n o r e": five or more single letters spaced out are joined back into a word.
 _SPACED_LETTERS = re.compile(r"\b(?:[^\W\d_] ){4,}[^\W\d_]\b")
+# "t e l l   t h e   u s e r ' s": three or more spaced-out words (two letters or more, an
+# apostrophe counting as a letter) with two or three spaces between words; joined into words
+# with one space between them.
+# A run starts only where no spaced letter comes before it, and its letters are taken
+# possessively, so a search reads each run once (linear time).
+_SPACED_WORDS = re.compile(
+    r"(?<![^\W\d_'] )\b[^\W\d_](?: (?:[^\W\d_]|'))++"
+    r"(?: {2,3}(?:[^\W\d_]|')(?: (?:[^\W\d_]|'))++){2,}"
+)
+_WORD_GAP = re.compile(" {2,3}")
 _SPACED_HINT = re.compile(r" [^\W\d_] [^\W\d_] [^\W\d_] ")  # inside any such run: a cheap test
 _SPACED_HINT_ASCII = re.compile(r" [a-zA-Z] [a-zA-Z] [a-zA-Z] ")
 _ENTITY = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});")
@@ -120,7 +130,7 @@ def prepare(raw: str) -> tuple[str, str, int]:
     if _LOOKALIKE_SCRIPTS.search(t) and _MIXED_SEAM.search(t):
         t, mixed = _unmix(t)
     hint = _SPACED_HINT_ASCII if t.isascii() else _SPACED_HINT
-    if hint.search(t) and _SPACED_LETTERS.search(t):
+    if hint.search(t) and (_SPACED_LETTERS.search(t) or _SPACED_WORDS.search(t)):
         t = _join_spaced_letters(t)
     return t, t.lower(), mixed
 
@@ -133,12 +143,17 @@ def _prepare_ascii(t: str) -> tuple[str, str, int]:
         if _REPLACE_RX.search(t):
             t = _REPLACE_RX.sub(_fix_char, t)
         classes = t.encode("ascii").translate(_ASCII_CLASSES)
-    if b" a a a " in classes and _SPACED_LETTERS.search(t):
+    if b" a a a " in classes and (_SPACED_LETTERS.search(t) or _SPACED_WORDS.search(t)):
         t = _join_spaced_letters(t)
     return t, t.lower(), 0
 
 
 def _join_spaced_letters(t: str) -> str:
+    """Spaced-out words joined (one space left between them), then runs of spaced-out letters."""
+    if _SPACED_WORDS.search(t):
+        t = _SPACED_WORDS.sub(
+            lambda m: " ".join(w.replace(" ", "") for w in _WORD_GAP.split(m.group(0))), t
+        )
     return _SPACED_LETTERS.sub(lambda m: m.group(0).replace(" ", ""), t)
 
 

@@ -295,20 +295,23 @@ _NARRATED = (
     r"(?<!\bpeople )(?<!\bthat )"
 )
 #: Verbs an order to the one who answers opens with (answer-shaping and content orders).
-_ORDER_VERB = (
-    r"(?:write|answer|reply|respond|tell|translate|summari[sz]e|explain|describe|say|list|"
-    r"include|format|ignore|disregard|forget|recommend|mention|stop|start|begin|end|output|"
-    r"print|compose|draft|provide|give|rewrite|use|add|insert|append|pretend|act|switch|"
-    r"change|convert|express|render|refuse|claim|state|inform|remind|warn|advise|urge|ask|"
-    r"report|approve|rate|rank|mark|classify|praise|promote|reveal|send|visit|open|call)"
-)
-_ORDER_VERB_WORDS = (
-    "write answer reply respond tell translate summarize summarise explain describe say list "
-    "include format ignore disregard forget recommend mention stop start begin end output "
-    "print compose draft provide give rewrite use add insert append pretend act switch change "
-    "convert express render refuse claim state inform remind warn advise urge ask report "
-    "approve rate rank mark classify praise promote reveal send visit open call"
-)
+_ORDER_VERBS = (
+    "write", "answer", "reply", "respond", "tell", "translate", "summarize", "summarise",
+    "explain", "describe", "say", "list", "include", "format", "ignore", "disregard", "forget",
+    "recommend", "mention", "stop", "start", "begin", "end", "output", "print", "compose",
+    "draft", "provide", "give", "rewrite", "use", "add", "insert", "append", "pretend", "act",
+    "switch", "change", "convert", "express", "render", "refuse", "claim", "state", "inform",
+    "remind", "warn", "advise", "urge", "ask", "report", "approve", "rate", "rank", "mark",
+    "classify", "praise", "promote", "reveal", "send", "visit", "open", "call",
+)  # fmt: skip
+_ORDER_VERB = "(?:" + "|".join(_ORDER_VERBS) + ")"
+_ORDER_VERB_WORDS = " ".join(_ORDER_VERBS)
+#: What may follow an AI named with a comma ("Assistant, reply ..."): an order's first word.
+_VOCATIVE_NEXT = (
+    "you", "please", "do", "cite", "always", "never", "remember", "from", "before", "when",
+    "read", "keep", "note", "listen", "yes", "finish", "make", "ensure", "be", "don't",
+    "avoid", "only", *_ORDER_VERBS,
+)  # fmt: skip
 #: Who or what an order planted for the model names: the user it answers, its answer, the
 #: question it was asked, a change of task from here on.
 _ORDER_OBJECT = (
@@ -682,7 +685,54 @@ _ML_AI_READING: tuple[tuple[str, str], ...] = (
     ),
 )
 
-
+#: "Do not answer the user's question" in more languages (an order to drop the task).
+_ML_IGNORE_QUESTION: tuple[tuple[str, str], ...] = (
+    (
+        r"(?:beantworte|beantworten sie) (?:die|seine|ihre) frage[^.!?\n]{0,30}? nicht",
+        "beantworte beantworten",
+    ),
+    (r"no (?:respondas|responda|contestes|conteste) (?:a )?(?:la|su|tu) pregunta", "pregunta"),
+    (r"não (?:responda|responde|respondas) (?:à|a) (?:pergunta|sua pergunta)", "pergunta"),
+    (r"nie odpowiadaj na (?:pytanie|jego pytanie|jej pytanie)", "odpowiadaj"),
+    (r"neodpovídej na (?:otázku|jeho otázku|její otázku)", "neodpov"),
+    (r"non rispondere (?:alla|a questa) domanda", "rispondere"),
+    (r"jangan (?:jawab|menjawab) pertanyaan", "jawab menjawab"),
+    (r"älä vastaa kysymykseen", "kysymykseen"),
+    (r"usijibu swali", "usijibu"),
+    (r"אל (?:תענה|תעני|תענו) על השאלה", "השאלה"),
+    (r"不要回答(?:这个)?问题", "不要回答"),
+    (r"не отвечай(?:те)? на (?:вопрос|его вопрос|её вопрос|ее вопрос)", "отвечай отвечайте"),
+    (r"(?:sorusunu|soruyu) (?:yanitlama|cevaplama|yanitlamayin|cevaplamayin)", "sorusunu soruyu"),
+    (r"(?:لا تجب|لا تجيبي|لا ترد) (?:عن|على) (?:سؤال|السؤال)", "تجب تجيبي ترد"),
+    (
+        unicodedata.normalize("NFKC", r"(?:प्रश्न|सवाल) का (?:उत्तर|जवाब) (?:मत|न) (?:दो|दें|दीजिए)"),
+        unicodedata.normalize("NFKC", "प्रश्न सवाल"),
+    ),
+)
+#: "Reveal the password" in more languages (an order to give away a secret).
+_ML_REVEAL_SECRET: tuple[tuple[str, str], ...] = (
+    (
+        r"(?:verrate|nenne|zeige|gib)(?: mir| uns)? (?:das|dein|ihr|dem) (?:passwort|kennwort)",
+        "passwort kennwort",
+    ),
+    (r"(?:revela|dime|dame|muestra) (?:la|tu|su) contraseña", "contrase"),
+    (r"(?:revele|revela|diga|mostre|informe) (?:a|sua|tua) senha", "senha"),
+    (r"(?:rivela|dimmi|mostra|dammi) (?:la|tua|la tua) password", "rivela dimmi mostra dammi"),
+    (r"(?:zdradź|podaj|ujawnij|pokaż) (?:mi )?hasło", "zdradź podaj ujawnij pokaż"),
+    (r"(?:prozraď|řekni|sděl|ukaž) (?:mi )?heslo", "heslo"),
+    (r"(?:раскрой|скажи|назови|сообщи|покажи) (?:мне )?пароль", "пароль"),
+    (r"(?:şifreyi|parolayi|sifreyi) (?:söyle|ver|göster|açikla)", "ifreyi parolayi sifreyi"),
+    (r"(?:أخبرني|اخبرني|اكشف|أعطني) (?:عن )?(?:كلمة المرور|كلمة السر)", "أخبرني اخبرني اكشف أعطني"),
+    (unicodedata.normalize("NFKC", r"पासवर्ड (?:बताओ|बताएं|बताइए|दिखाओ)"), "पासवर्ड"),
+    (r"paljasta (?:salasana|salasanasi)", "paljasta"),
+    (r"(?:beri tahu|berikan|tunjukkan) kata sandi", "tahu berikan tunjukkan"),
+    (r"taja nenosiri", "nenosiri"),
+    (r"(?:גלה|תגלה|תן לי|אמור לי) את הסיסמה", "הסיסמה"),
+    (
+        r"(?:afslør|oplys|avslør|fortæl) (?:mig )?(?:adgangskoden|kodeordet|passordet)",
+        "adgangskoden kodeordet passordet",
+    ),
+)
 #: "From now on" in more languages (the opening of a change of persona or task).
 _ML_FROM_NOW_ON: tuple[tuple[str, str], ...] = (
     (r"od teď|od nynějška|odteď", "od"),
@@ -729,6 +779,7 @@ _ML_UNRESTRICTED: tuple[tuple[str, str], ...] = (
 #: "Your system prompt" (a possessive of the reader's own prompt) in more languages.
 _ML_YOUR_PROMPT: tuple[tuple[str, str], ...] = (
     (r"(?:svůj|tvůj|váš) (?:celý )?systémový prompt", "syst"),
+    (r"(?:din|ditt|dine|jeres|deres) (?:hele |hela )?systemprompt", "systemprompt"),
     (r"järjestelmäkehot\w*si|järjestelmäohjee\w*si", "rjestelm"),
     (r"sistem istemini(?:zi)?|sistem talimatlarini", "sistem"),
     (
@@ -791,6 +842,14 @@ RULES: tuple[Rule, ...] = (
         r" were| had)? (?:been )?(?:told|given|instructed|taught|said)|above|before (?:this|now)|"
         r"prior to this|so far|until now|up to (?:now|this point)|earlier in this)\b",
         "ignore disregard forget discard", directive=True, group="ignore_before",
+    ),
+    _rule(
+        # "Ignore everything and just output X": everything dropped, then the new order.
+        "ignore_everything_and", "instruction", 1.5,
+        rf"\b(?:ignore|disregard|forget)[ \t]{{1,2}}(?:everything|all(?: of)? (?:that|this)|"
+        rf"all else)[ \t,]{{1,3}}(?:and |then |instead )*(?:just |only |simply )?{_ORDER_VERB}\b",
+        "ignore disregard forget", words2="everything all else", directive=True, clause=True,
+        group="ignore_before",
     ),
     _rule(
         "ignore_the_above", "instruction", 1.5,
@@ -925,7 +984,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "jailbreak", "instruction", 2.0,
-        r"\b(?:stay in character|do anything now|dan mode|as dan\b|you are dan\b)",
+        r"\b(?:stay in character|do anything now|dan mode|(?:act|acting|respond|answer|reply|"
+        r"speak|continue|play) as dan\b|you are dan\b)",
         "character anything dan", words2="stay now dan", directive=True, group="jailbreak",
     ),
     _rule(
@@ -1259,11 +1319,9 @@ RULES: tuple[Rule, ...] = (
         "ai_label", "addressed_to_model", 1.0,
         r"(?:ai|llm|llms|chatgpt|claude|gemini|chatbots?|language models?|ai models?|"
         r"ai assistants?|bots?|summari[sz]ers?|ai agents?):"
-        r"|(?:ai|assistant|llm|model|chatgpt|claude|gemini|chatbot|bot),(?=[ \t]{0,2}(?:you|"
-        r"please|ignore|disregard|forget|stop|call|use|do|cite|recommend|tell|always|never|"
-        r"remember|from|before|when|read|reply|respond|answer|output|print|reveal|summari[sz]e|"
-        r"append|add|include|insert|mention|say|write|recommend|visit|open|send|"
-        r"keep|note|listen|yes)\b)",
+        r"|(?:ai|assistant|llm|model|chatgpt|claude|gemini|chatbot|bot),(?=[ \t]{0,2}(?:"
+        + "|".join(_VOCATIVE_NEXT)
+        + r")\b)",
         _AI_WORDS, requires=(":", ","), directive=True, group="vocative", clause=True,
     ),
     _rule(
@@ -1342,10 +1400,11 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "ai_must", "addressed_to_model", 1.5,
         rf"\b(?:(?:the|an?|any|every|all) {_AI}|(?:ai|llm|chatbot|assistant|language model|"
-        rf"ai model|ai system|ai assistant|ai agent|summari[sz]er)s)\b[^.!?\n]{{0,10}}?"
+        rf"ai model|ai system|ai assistant|ai agent|summari[sz]er|bot|crawler|scraper)s)\b"
+        r"(?:[ \t]{1,2}[a-z]{2,20}ing\b[^.!?\n]{0,40}?|[^.!?\n]{0,10}?)"
         r"\b(?:must|should|shall|is required to|are required to|needs? to|has to|have to|"
         r"is (?:now )?(?:authori[sz]ed|allowed|permitted|instructed|expected) to|may now|"
-        r"will now)\b",
+        r"will now)\b(?![ \t]{1,2}(?:not |never |only |always |also )?be\b)",
         _AI_WORDS, words2="must should shall required need needs has have authorized authorised "
         "allowed permitted instructed expected may will",
         directive=True,
@@ -1374,13 +1433,18 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "ai_label_ml", "addressed_to_model", 1.0,
+        r"(?:(?:liebe|lieber|querida|querido|caro|cara|drogi|droga|sevgili|дорогой) )?"
         r"(?:ia|ki|ии|asistente|assistente|modelo de lenguaje|modelo de linguagem|"
-        r"modèle de langage|sprachmodell|ассистент|модель|нейросеть)[ \t]?[:,]"
+        r"modèle de langage|sprachmodell|ki-assistent(?:in)?|asystencie(?: ai)?|"
+        r"asystentko(?: ai)?|yapay zeka(?: asistani)?|ассистент|модель|нейросеть)[ \t]?[:,]"
+        r"|(?:أيها |عزيزي |إلى )?(?:المساعد(?: الذكي)?|الذكاء الاصطناعي)[ \t]?[:,،]"
+        r"|(?:एआई|एआई सहायक|सहायक)[ \t]?[:,]"
         r"|(?:ai助手|助手|人工智能|语言模型|アシスタント|言語モデル|어시스턴트|인공지능)"
         r"[ \t]?[:,、]",
-        "ia ki ии asistente assistente lenguaje linguagem langage sprachmodell ассистент "
-        "модель нейросеть 어시스턴트 인공지능",
-        nonascii=("助手", "人工智能", "语言模型", "アシスタント", "言語モデル"),
+        "ia ki ии asistente assistente lenguaje linguagem langage sprachmodell assistent "
+        "assistentin asystencie asystentko zeka ассистент модель нейросеть 어시스턴트 인공지능",
+        nonascii=("助手", "人工智能", "语言模型", "アシスタント", "言語モデル", "المساعد", "الذكاء",
+                  "एआई", "सहायक"),
         directive=True, group="vocative", clause=True,
     ),
     _rule(
@@ -1576,6 +1640,8 @@ RULES: tuple[Rule, ...] = (
     # --- Reader-addressed orders in other languages ---------------------------------------------
     _ml_phrases("your_answer_ml", "addressed_to_model", 1.0, _ML_YOUR_ANSWER, clause=True),
     _ml_phrases("tell_the_user_ml", "coercion", 1.0, _ML_TELL_USER),
+    _ml_phrases("ignore_question_ml", "instruction", 1.0, _ML_IGNORE_QUESTION),
+    _ml_phrases("reveal_secret_ml", "instruction", 1.0, _ML_REVEAL_SECRET),
     _ml_phrases("ai_reading_this_ml", "addressed_to_model", 1.0, _ML_AI_READING, group="any_ai"),
     _ml_phrases("from_now_on_ml", "instruction", 1.0, _ML_FROM_NOW_ON, group="from_now_on_ml"),
     _ml_phrases("unrestricted_ml2", "instruction", 1.0, _ML_UNRESTRICTED, group="unrestricted_ml"),
@@ -1655,10 +1721,20 @@ RULES: tuple[Rule, ...] = (
         line_start=True,
     ),
     _rule(
+        # A user's turn and the assistant's after it (within two lines): a conversation forged
+        # inside a document, which a transcript between people ("Agent:", "Interviewer:") is not.
+        "turn_pair", "role_text", 1.0,
+        r"(?:user|human)[ \t]{0,3}(?:\*\*)?:[^\n]{1,300}\n(?:[^\n]{0,300}\n){0,2}?[ \t]{0,4}"
+        r"(?:#{1,3}[ \t]{0,2})?(?:\*\*)?(?:assistant|ai|model|gpt|bot|chatbot)[ \t]{0,3}"
+        r"(?:\*\*)?:",
+        "user human", words2="assistant ai model gpt bot chatbot", requires=(":",), doc=True,
+        line_start=True,
+    ),
+    _rule(
         "compliant_turn", "role_text", 1.5,
         r"(?:assistant|ai|model|gpt|bot)[ \t]{0,3}(?:\*\*)?:[ \t]{0,8}(?:sure|certainly|of course|"
         r"absolutely|ok(?:ay)?|understood|as instructed|as requested|i will now|i'll now|"
-        r"here (?:is|are) the)\b",
+        r"here(?: is|'s| are) (?:the|a|an|your|my))\b",
         "assistant ai model gpt bot",
         words2="sure certainly course absolutely ok okay understood instructed requested will "
         "ll here",
@@ -1898,6 +1974,23 @@ def frame_cues(t: str, limit: int = 8) -> set[str]:
     return out
 
 
+#: Frame cues that any expository text uses ("for example", "such as", "researchers"): they
+#: frame a description of attacks only beside a cue that names the subject (an attacker, an
+#: injection, a jailbreak) or quoted example strings ("phrases like"), and alone count half.
+GENERIC_FRAME = re.compile(
+    r"for example|for instance|e\.g\.|such as|researchers?|the authors|we \w+|known as|"
+    r"is called|so-called|dataset|this (?:kind|type) of"
+)
+
+
+def frame_weight(t: str, limit: int = 8) -> float:
+    """How strongly ``t`` reads as a description of attacks: its distinct prose frame cues
+    (:func:`frame_cues`), each counting one when one of them names the subject, else half."""
+    cues = frame_cues(t, limit)
+    generic = sum(1 for c in cues if GENERIC_FRAME.fullmatch(c))
+    return float(len(cues)) if generic < len(cues) else 0.0
+
+
 # Text that reads as technical documentation of templates, schemas and APIs.
 DOC_WORDS = _wordset(
     "template templates tokenizer tokenizers tokeniser tokenisers schema schemas placeholder "
@@ -1912,6 +2005,17 @@ DOC_PHRASE_WORDS = _wordset("special reference response e example examples")
 DOC_PHRASES = re.compile(
     r"special tokens?|api reference|response contains|the response|e\.g\.|"
     r"(?<![.@/-])\bexamples?\b(?![.@/-]?[a-z0-9])"
+)
+#: A line that opens as a statement of source code does (Python, JavaScript and the like).
+CODE_LINE = re.compile(
+    r"^[ \t]{0,16}(?:def [a-z_]|class [a-z_]|import [a-z_]|from [\w.]{1,60} import |assert |"
+    r"@[a-z_][\w.]{0,40}|(?:const |let |var )?[a-z_][\w.]{0,40}[ \t]{0,2}=[ \t]{0,2}[\[({\"'])",
+    re.M,
+)
+#: What comes before a string that is a value of structured data: a JSON key (``"summary": "``)
+#: or a YAML key opening its line (``description: "``).
+VALUE_BEFORE = re.compile(
+    r"(?:\"[ \t]{0,2}:|^[ \t]{0,8}[a-z_][\w-]{0,40}[ \t]{0,2}:)[ \t]{0,3}\Z", re.M
 )
 MD_LINK_BEFORE = re.compile(r"\]\([^\s()\[\]]{1,500}[ \t]{1,3}$")
 QUOTED = re.compile(

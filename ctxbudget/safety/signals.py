@@ -12,6 +12,7 @@ import unicodedata
 import urllib.parse
 from collections.abc import Iterable
 
+from .rules import RULE_WORDS
 from .types import FindingSink, PassageText
 
 # --- Raw-text checks ------------------------------------------------------------------------------
@@ -87,6 +88,15 @@ _COMBINING = re.compile(
     "[\u0300-\u036f\u0483-\u0489\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
 )
 _MAX_DECODED_TOTAL = 32768  # base64 or hex text re-scanned, in all
+# Words cut into pieces by hyphens or line breaks ("in-struc-tions", "Ign\nore"): runs of
+# letters joined by single hyphens, or a line broken inside a word (a lower-case letter on
+# both sides of the break).
+_HYPHENATED = re.compile(r"[a-z]{1,12}(?:-[a-z]{1,12}){1,6}")
+_BROKEN_LINE = re.compile(r"[a-z]{1,12}\n[a-z]{1,12}")
+#: Rejoined pieces that make cue words, from which a text reads as words cut on purpose (a
+#: real compound, "e-mail" or "re-read", makes one at most).
+_MIN_REJOINED = 2
+_MAX_PIECES = 400
 
 
 def first_matches(it: Iterable[re.Match[str]], n: int) -> list[re.Match[str]]:
@@ -228,9 +238,15 @@ def _b32_text(run: str) -> str | None:
 
 def _plain_disguises(x: PassageText) -> list[str]:
     """The text with percent-escapes decoded, with leetspeak read as letters (six letter-digit
-    seams or more), and with leftover combining marks removed; each only when it applies."""
+    seams or more), with leftover combining marks removed, and with words cut by hyphens or
+    line breaks joined again (when two or more of them make words the rules look for); each
+    only when it applies."""
     out: list[str] = []
     cased, t = x.cased, x.t
+    if "-" in t or "\n" in t:
+        rejoined = _rejoin_split_words(t)
+        if rejoined is not None:
+            out.append(rejoined)
     if "%" in cased and _PERCENT_RUN.search(cased):
         out.append(urllib.parse.unquote(cased[: 4 * _MAX_DECODE_CHARS]))
     classes = x.t_bytes.translate(_LEET_CLASSES)
@@ -239,6 +255,41 @@ def _plain_disguises(x: PassageText) -> list[str]:
     if not x.ascii and _COMBINING.search(cased):
         out.append(_COMBINING.sub("", unicodedata.normalize("NFKD", cased)))
     return out
+
+
+def _rejoin_split_words(t: str) -> str | None:
+    """``t`` with its hyphenated and line-broken words joined, when at least
+    :data:`_MIN_REJOINED` of the joins make a word of five letters or more that a rule looks
+    for (:data:`~.rules.RULE_WORDS`) out of pieces that are not all such words (at most
+    :data:`_MAX_PIECES` seams looked at); else None. Only the seams are visited (found by
+    ``str.find``), each cut word read from the start of its first piece."""
+    made = 0
+    for rx, sep in ((_HYPHENATED, "-"), (_BROKEN_LINE, "\n")):
+        pos = t.find(sep, 1)
+        seams = 0
+        while pos > 0 and seams < _MAX_PIECES:
+            seams += 1
+            if not ("a" <= t[pos - 1] <= "z" and "a" <= t[pos + 1 : pos + 2] <= "z"):
+                pos = t.find(sep, pos + 1)
+                continue
+            begin = pos - 1
+            while begin > 0 and pos - begin < 12 and "a" <= t[begin - 1] <= "z":
+                begin -= 1
+            m = rx.match(t, begin)
+            if m is None:
+                pos = t.find(sep, pos + 1)
+                continue
+            pieces = m.group(0).split(sep)
+            word = "".join(pieces)
+            if len(word) >= 5 and word in RULE_WORDS and not RULE_WORDS.issuperset(pieces):
+                made += 1
+                if made >= _MIN_REJOINED:
+                    return _BROKEN_LINE.sub(
+                        lambda b: b.group(0).replace("\n", ""),
+                        _HYPHENATED.sub(lambda h: h.group(0).replace("-", ""), t),
+                    )
+            pos = t.find(sep, m.end())
+    return None
 
 
 def _join_decoded(texts: Iterable[str | None]) -> str:
