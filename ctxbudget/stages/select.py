@@ -33,6 +33,9 @@ An admitted text also hands its names on to the titles that hold them as a part
 ("Mississippi" to "History of Mississippi"; basis ``title_name:<name>``): the fewer titles
 hold the name the stronger the link, and none is made for a name too many passages hold, a
 one-word modifier ("a Canadian author") or in a comparison of options the question names.
+A name handed on by an item that itself entered only on a weak shared name or title name
+(no query term, not named or bridged) links by less: the chain is as sure as its weakest
+step, never below :data:`CHAIN_FLOOR` of the link.
 Every item not admitted gets exactly one reason, and
 every admission says why it earned its place (``Admission.basis``).
 """
@@ -142,6 +145,12 @@ class _Option:
     #: titles of the batch hold the name, the stronger.
     title_name: str | None = None
     title_link: float = 0.0
+    #: How surely the item, once admitted, bears on the question (set on admission): 1 when
+    #: it entered on the question itself (named, bridged, carrying query terms, or on its
+    #: retrieval score alone), else between :data:`CHAIN_FLOOR` and 1 by the strength of
+    #: the shared name or title name it was reached by, over the strongest such link. The
+    #: names it hands on link by that share: a chain through a weak link is weaker.
+    standing: float = 1.0
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
     #: smaller than the whole text); worked out when first needed, and left empty when the
     #: text has no more sentences than an excerpt keeps.
@@ -209,10 +218,11 @@ def _spaced_words(text: str) -> str:
     return f" {flat} "
 
 
-def _share_name(r: _Option, name: str, holders: int) -> None:
+def _share_name(r: _Option, name: str, holders: int, standing: float = 1.0) -> None:
     """Link waiting ``r`` by ``name``, held by ``holders`` items, when that link is stronger
-    than the one it has (the rarer the name, the stronger the link)."""
-    strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / holders)
+    than the one it has (the rarer the name, the stronger the link); ``standing`` is that of
+    the admitted item handing the name on (:attr:`_Option.standing`)."""
+    strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / holders) * standing
     if strength > r.shared_link:
         r.shared_name, r.shared_link = name, strength
         r.stale = True
@@ -514,6 +524,9 @@ class EvidenceSelector:
         return [f for f in facets if f]
 
 
+#: The least standing of an admitted item reached by a weak link (``_Admission._standing``):
+#: a name its text hands on still names the next hop, only less surely.
+CHAIN_FLOOR = 0.5
 #: The eligible passages whole cost at least this many times the room: a tight budget,
 #: where an unlinked item enters as a shorter excerpt (``_Admission._unlinked``).
 TIGHT_PRESSURE = 3.0
@@ -691,6 +704,18 @@ class _Admission:
             )
             o.stale = False
         return o.util
+
+    def _standing(self, o: _Option) -> float:
+        """How surely admitted ``o`` bears on the question (:attr:`_Option.standing`)."""
+        if o.uncovered or self._title_link(o):
+            return 1.0
+        reached = max(
+            o.shared_link / SHARED_NAME_LINK if o.shared_name is not None else 0.0,
+            o.title_link / TITLE_NAME_LINK if self._title_named(o) else 0.0,
+        )
+        if reached <= 0:
+            return 1.0
+        return CHAIN_FLOOR + (1.0 - CHAIN_FLOOR) * min(1.0, reached)
 
     def _basis(self, o: _Option) -> tuple[str, ...]:
         out = []
@@ -883,6 +908,7 @@ class _Admission:
             )
         else:
             cost, compress_to = o.est, None
+        o.standing = self._standing(o)
         self._record(o, util, cost, compress_to, basis)
         self.sources[o.source] = self.sources.get(o.source, 0) + 1
         self._cover(o)
@@ -947,9 +973,9 @@ class _Admission:
                     continue
                 for n, k in passed.items():
                     if n in r.names:
-                        _share_name(r, n, k)
+                        _share_name(r, n, k, o.standing)
                 if own is not None and own != r.subject and own in r.names:
-                    _share_name(r, own, r.names[own])
+                    _share_name(r, own, r.names[own], o.standing)
         if self.hands is not None:
             self._hand_to_titles(o, groups)
 
@@ -978,7 +1004,7 @@ class _Admission:
             titles, anywhere = self._name_holders(n)
             if not titles or anywhere > cap:
                 continue
-            strength = TITLE_NAME_LINK / titles
+            strength = TITLE_NAME_LINK / titles * o.standing
             for waiting in groups:
                 for r in waiting:
                     if (
