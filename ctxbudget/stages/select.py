@@ -956,7 +956,11 @@ class _Admission:
         among equals). ``o``'s own subject is handed on too: a waiting text that names the
         entity ``o`` is about is the next hop of the chain ("born in Lisbon" after the
         passage about Lisbon), as strong as a shared name with as many holders; it is tried
-        after the names of ``o``'s text, so an equal link keeps the name found first."""
+        after the names of ``o``'s text, so an equal link keeps the name found first. A
+        waiting text naming the subject as a name of its own is linked by it even when no
+        other text shares that name (``o``'s text may write it otherwise: 'Benjamin Andrew
+        "Ben" Stokes'), counting its holders among titles and texts; not when the question
+        names the subject (its other passages are retrieved by the question itself)."""
         padded = ""
         passed = o.names
         if passed and self.passes is not None:
@@ -969,15 +973,27 @@ class _Admission:
                     if r.subject_key in padded or (r.alias_key and r.alias_key in padded):
                         r.linked_from = o.subject
                         r.stale = True
-                if not r.names:
-                    continue
-                for n, k in passed.items():
-                    if n in r.names:
-                        _share_name(r, n, k, o.standing)
-                if own is not None and own != r.subject and own in r.names:
-                    _share_name(r, own, r.names[own], o.standing)
+                if r.names:
+                    for n, k in passed.items():
+                        if n in r.names:
+                            _share_name(r, n, k, o.standing)
+                if own is not None and own != r.subject:
+                    self._hand_own(o, own, r)
         if self.hands is not None:
             self._hand_to_titles(o, groups)
+
+    def _hand_own(self, o: _Option, own: str, r: _Option) -> None:
+        """Link waiting ``r`` by the subject ``own`` of admitted ``o`` when its text names it
+        (:meth:`_link_from`)."""
+        if own in r.names:
+            _share_name(r, own, r.names[own], o.standing)
+        elif not o.named and o.subject_key in r.spaced_words and own in name_phrases(r.text):
+            # The name is the admitted item's title, which its own text may write otherwise
+            # ('Benjamin Andrew "Ben" Stokes'): its holders are counted among titles and
+            # texts, and too common a name links nothing.
+            anywhere = self._name_holders(own)[1]
+            if anywhere <= name_holder_cap(len(self.options)):
+                _share_name(r, own, anywhere, o.standing)
 
     def _name_holders(self, name: str) -> tuple[int, int]:
         """How many options' titles hold ``name`` (as whole words), and how many options'
