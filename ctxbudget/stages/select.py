@@ -10,7 +10,9 @@ coverage gain is the share of still-uncovered query terms (and facets: the optio
 comparison, or the batch's sub-questions) the item brings, and the entity link is 1 when the
 item is about an entity (its title, without a parenthetical qualifier) that the question
 names and no admitted item is about yet, or that an admitted item's text mentions while the
-question does not: the bridge to the second hop of a multi-hop question. So a lower-scored
+question does not: the bridge to the second hop of a multi-hop question (whole when that
+text names at most :data:`BRIDGE_FANOUT` of the waiting titles, shared among them when it
+names more: a text listing ten countries leads to none of them surely). So a lower-scored
 passage can win because it covers a missing part of the question, and a high-scored repeat
 loses once its content is in.
 
@@ -134,6 +136,9 @@ class _Option:
     named: bool = False
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
     linked_from: str | None = None
+    #: The strength of that bridge: whole when the admitted text names few of the waiting
+    #: titles, shared when it names many (a text listing ten countries leads to none surely).
+    bridge_link: float = 0.0
     #: The distinctive names of the item's text (:func:`distinctive_names`), and the one it
     #: shares with an admitted item (the hop that item leads to), if any.
     names: dict[str, int] = field(default_factory=dict)
@@ -527,6 +532,10 @@ class EvidenceSelector:
 #: The least standing of an admitted item reached by a weak link (``_Admission._standing``):
 #: a name its text hands on still names the next hop, only less surely.
 CHAIN_FLOOR = 0.5
+#: An admitted text naming at most this many waiting titles bridges to each of them whole;
+#: naming more, it shares the bridge among them (as a shared name is strongest with at most
+#: as many holders).
+BRIDGE_FANOUT = RARE_NAME_HOLDERS
 #: The eligible passages whole cost at least this many times the room: a tight budget,
 #: where an unlinked item enters as a shorter excerpt (``_Admission._unlinked``).
 TIGHT_PRESSURE = 3.0
@@ -687,12 +696,15 @@ class _Admission:
             gain = o.uncovered / nq if nq else 0.0
             facet_gain = o.open_facets if self.facets else 0
             subject = o.subject
+            titled = subject is not None and subject not in self.subjects
             link = (
                 1.0
-                if subject is not None
-                and subject not in self.subjects
-                and (o.named or o.linked_from is not None)
-                else max(o.shared_link, o.title_link if self._title_named(o) else 0.0)
+                if titled and o.named
+                else max(
+                    o.bridge_link if titled and o.linked_from is not None else 0.0,
+                    o.shared_link,
+                    o.title_link if self._title_named(o) else 0.0,
+                )
             )
             o.util = (
                 w.relevance * o.rel
@@ -951,28 +963,24 @@ class _Admission:
 
     def _link_from(self, o: _Option, groups: Sequence[Sequence[_Option]]) -> None:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
-        mentions (the bridge), and those that share a distinctive name it hands on (the
-        next hop; the rarer the name, the stronger the link, the first name in sorted order
-        among equals). ``o``'s own subject is handed on too: a waiting text that names the
-        entity ``o`` is about is the next hop of the chain ("born in Lisbon" after the
-        passage about Lisbon), as strong as a shared name with as many holders; it is tried
-        after the names of ``o``'s text, so an equal link keeps the name found first. A
-        waiting text naming the subject as a name of its own is linked by it even when no
-        other text shares that name (``o``'s text may write it otherwise: 'Benjamin Andrew
-        "Ben" Stokes'), counting its holders among titles and texts; not when the question
-        names the subject (its other passages are retrieved by the question itself)."""
-        padded = ""
+        mentions (the bridge: :meth:`_bridge_from`), and those that share a distinctive
+        name it hands on (the next hop; the rarer the name, the stronger the link, the first
+        name in sorted order among equals). ``o``'s own subject is handed on too: a waiting
+        text that names the entity ``o`` is about is the next hop of the chain ("born in
+        Lisbon" after the passage about Lisbon), as strong as a shared name with as many
+        holders; it is tried after the names of ``o``'s text, so an equal link keeps the
+        name found first. A waiting text naming the subject as a name of its own is linked
+        by it even when no other text shares that name (``o``'s text may write it otherwise:
+        'Benjamin Andrew "Ben" Stokes'), counting its holders among titles and texts; not
+        when the question names the subject (its other passages are retrieved by the
+        question itself)."""
+        self._bridge_from(o, groups)
         passed = o.names
         if passed and self.passes is not None:
             passed = self.passes(o)
         own = o.subject
         for waiting in groups:
             for r in waiting:
-                if r.subject is not None and r.linked_from is None and not r.named:
-                    padded = padded or o.padded_words()
-                    if r.subject_key in padded or (r.alias_key and r.alias_key in padded):
-                        r.linked_from = o.subject
-                        r.stale = True
                 if r.names:
                     for n, k in passed.items():
                         if n in r.names:
@@ -981,6 +989,27 @@ class _Admission:
                     self._hand_own(o, own, r)
         if self.hands is not None:
             self._hand_to_titles(o, groups)
+
+    def _bridge_from(self, o: _Option, groups: Sequence[Sequence[_Option]]) -> None:
+        """Bridge admitted ``o`` to the waiting items whose subject (or its alias) its text
+        mentions, the question not naming it: whole when it mentions at most
+        :data:`BRIDGE_FANOUT` such subjects, else that many over their number. A stronger
+        bridge replaces a weaker one; among equals the first is kept."""
+        padded = ""
+        bridged = []
+        for waiting in groups:
+            for r in waiting:
+                if r.subject is not None and not r.named:
+                    padded = padded or o.padded_words()
+                    if r.subject_key in padded or (r.alias_key and r.alias_key in padded):
+                        bridged.append(r)
+        if not bridged:
+            return
+        strength = min(1.0, BRIDGE_FANOUT / len({r.subject for r in bridged}))
+        for r in bridged:
+            if strength > r.bridge_link:
+                r.linked_from, r.bridge_link = o.subject, strength
+                r.stale = True
 
     def _hand_own(self, o: _Option, own: str, r: _Option) -> None:
         """Link waiting ``r`` by the subject ``own`` of admitted ``o`` when its text names it
