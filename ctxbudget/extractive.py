@@ -267,8 +267,22 @@ def _analyse_ascii(
 
 
 def query_stems(qterms: frozenset[str]) -> frozenset[str]:
-    """The :func:`stem` of each query term."""
-    return frozenset(map(stem, qterms))
+    """The :func:`stem` of each query term, and of its plural where that strips further
+    (:func:`plural_stem`): "state" meets "states" (at "stat") as "states" meets "state"."""
+    out = set(map(stem, qterms))
+    out.update(p for p in map(plural_stem, qterms) if p is not None)
+    return frozenset(out)
+
+
+def plural_stem(word: str) -> str | None:
+    """The stem of ``word`` + "s" when it differs from the stem of ``word``: a word ending
+    in "e" keeps its "e" ("state"), while its plural loses "es" ("states" -> "stat"), so a
+    question saying the singular would never meet a sentence saying the plural. None when
+    both stem alike."""
+    if not word.endswith("e"):
+        return None
+    plural = stem(word + "s")
+    return plural if plural != stem(word) else None
 
 
 def rank_stemmed(

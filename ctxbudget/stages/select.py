@@ -10,7 +10,9 @@ coverage gain is the share of still-uncovered query terms (and facets: the optio
 comparison, or the batch's sub-questions) the item brings, and the entity link is 1 when the
 item is about an entity (its title, without a parenthetical qualifier) that the question
 names and no admitted item is about yet, or that an admitted item's text mentions while the
-question does not: the bridge to the second hop of a multi-hop question. So a lower-scored
+question does not: the bridge to the second hop of a multi-hop question (whole when that
+text names at most :data:`BRIDGE_FANOUT` of the waiting titles, shared among them when it
+names more: a text listing ten countries leads to none of them surely). So a lower-scored
 passage can win because it covers a missing part of the question, and a high-scored repeat
 loses once its content is in.
 
@@ -33,6 +35,9 @@ An admitted text also hands its names on to the titles that hold them as a part
 ("Mississippi" to "History of Mississippi"; basis ``title_name:<name>``): the fewer titles
 hold the name the stronger the link, and none is made for a name too many passages hold, a
 one-word modifier ("a Canadian author") or in a comparison of options the question names.
+A name handed on by an item that itself entered only on a weak shared name or title name
+(no query term, not named or bridged) links by less: the chain is as sure as its weakest
+step, never below :data:`CHAIN_FLOOR` of the link.
 Every item not admitted gets exactly one reason, and
 every admission says why it earned its place (``Admission.basis``).
 """
@@ -131,6 +136,9 @@ class _Option:
     named: bool = False
     #: The title of an admitted item whose text mentions ``subject`` (the bridge), if any.
     linked_from: str | None = None
+    #: The strength of that bridge: whole when the admitted text names few of the waiting
+    #: titles, shared when it names many (a text listing ten countries leads to none surely).
+    bridge_link: float = 0.0
     #: The distinctive names of the item's text (:func:`distinctive_names`), and the one it
     #: shares with an admitted item (the hop that item leads to), if any.
     names: dict[str, int] = field(default_factory=dict)
@@ -142,6 +150,12 @@ class _Option:
     #: titles of the batch hold the name, the stronger.
     title_name: str | None = None
     title_link: float = 0.0
+    #: How surely the item, once admitted, bears on the question (set on admission): 1 when
+    #: it entered on the question itself (named, bridged, carrying query terms, or on its
+    #: retrieval score alone), else between :data:`CHAIN_FLOOR` and 1 by the strength of
+    #: the shared name or title name it was reached by, over the strongest such link. The
+    #: names it hands on link by that share: a chain through a weak link is weaker.
+    standing: float = 1.0
     #: Text tokens to ask the compressor for, keeping the best 1, 2, ... sentences (each
     #: smaller than the whole text); worked out when first needed, and left empty when the
     #: text has no more sentences than an excerpt keeps.
@@ -209,10 +223,11 @@ def _spaced_words(text: str) -> str:
     return f" {flat} "
 
 
-def _share_name(r: _Option, name: str, holders: int) -> None:
+def _share_name(r: _Option, name: str, holders: int, standing: float = 1.0) -> None:
     """Link waiting ``r`` by ``name``, held by ``holders`` items, when that link is stronger
-    than the one it has (the rarer the name, the stronger the link)."""
-    strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / holders)
+    than the one it has (the rarer the name, the stronger the link); ``standing`` is that of
+    the admitted item handing the name on (:attr:`_Option.standing`)."""
+    strength = SHARED_NAME_LINK * min(1.0, RARE_NAME_HOLDERS / holders) * standing
     if strength > r.shared_link:
         r.shared_name, r.shared_link = name, strength
         r.stale = True
@@ -514,6 +529,13 @@ class EvidenceSelector:
         return [f for f in facets if f]
 
 
+#: The least standing of an admitted item reached by a weak link (``_Admission._standing``):
+#: a name its text hands on still names the next hop, only less surely.
+CHAIN_FLOOR = 0.5
+#: An admitted text naming at most this many waiting titles bridges to each of them whole;
+#: naming more, it shares the bridge among them (as a shared name is strongest with at most
+#: as many holders).
+BRIDGE_FANOUT = RARE_NAME_HOLDERS
 #: The eligible passages whole cost at least this many times the room: a tight budget,
 #: where an unlinked item enters as a shorter excerpt (``_Admission._unlinked``).
 TIGHT_PRESSURE = 3.0
@@ -674,12 +696,15 @@ class _Admission:
             gain = o.uncovered / nq if nq else 0.0
             facet_gain = o.open_facets if self.facets else 0
             subject = o.subject
+            titled = subject is not None and subject not in self.subjects
             link = (
                 1.0
-                if subject is not None
-                and subject not in self.subjects
-                and (o.named or o.linked_from is not None)
-                else max(o.shared_link, o.title_link if self._title_named(o) else 0.0)
+                if titled and o.named
+                else max(
+                    o.bridge_link if titled and o.linked_from is not None else 0.0,
+                    o.shared_link,
+                    o.title_link if self._title_named(o) else 0.0,
+                )
             )
             o.util = (
                 w.relevance * o.rel
@@ -691,6 +716,18 @@ class _Admission:
             )
             o.stale = False
         return o.util
+
+    def _standing(self, o: _Option) -> float:
+        """How surely admitted ``o`` bears on the question (:attr:`_Option.standing`)."""
+        if o.uncovered or self._title_link(o):
+            return 1.0
+        reached = max(
+            o.shared_link / SHARED_NAME_LINK if o.shared_name is not None else 0.0,
+            o.title_link / TITLE_NAME_LINK if self._title_named(o) else 0.0,
+        )
+        if reached <= 0:
+            return 1.0
+        return CHAIN_FLOOR + (1.0 - CHAIN_FLOOR) * min(1.0, reached)
 
     def _basis(self, o: _Option) -> tuple[str, ...]:
         out = []
@@ -883,6 +920,7 @@ class _Admission:
             )
         else:
             cost, compress_to = o.est, None
+        o.standing = self._standing(o)
         self._record(o, util, cost, compress_to, basis)
         self.sources[o.source] = self.sources.get(o.source, 0) + 1
         self._cover(o)
@@ -925,33 +963,66 @@ class _Admission:
 
     def _link_from(self, o: _Option, groups: Sequence[Sequence[_Option]]) -> None:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
-        mentions (the bridge), and those that share a distinctive name it hands on (the
-        next hop; the rarer the name, the stronger the link, the first name in sorted order
-        among equals). ``o``'s own subject is handed on too: a waiting text that names the
-        entity ``o`` is about is the next hop of the chain ("born in Lisbon" after the
-        passage about Lisbon), as strong as a shared name with as many holders; it is tried
-        after the names of ``o``'s text, so an equal link keeps the name found first."""
-        padded = ""
+        mentions (the bridge: :meth:`_bridge_from`), and those that share a distinctive
+        name it hands on (the next hop; the rarer the name, the stronger the link, the first
+        name in sorted order among equals). ``o``'s own subject is handed on too: a waiting
+        text that names the entity ``o`` is about is the next hop of the chain ("born in
+        Lisbon" after the passage about Lisbon), as strong as a shared name with as many
+        holders; it is tried after the names of ``o``'s text, so an equal link keeps the
+        name found first. A waiting text naming the subject as a name of its own is linked
+        by it even when no other text shares that name (``o``'s text may write it otherwise:
+        'Benjamin Andrew "Ben" Stokes'), counting its holders among titles and texts; not
+        when the question names the subject (its other passages are retrieved by the
+        question itself)."""
+        self._bridge_from(o, groups)
         passed = o.names
         if passed and self.passes is not None:
             passed = self.passes(o)
         own = o.subject
         for waiting in groups:
             for r in waiting:
-                if r.subject is not None and r.linked_from is None and not r.named:
-                    padded = padded or o.padded_words()
-                    if r.subject_key in padded or (r.alias_key and r.alias_key in padded):
-                        r.linked_from = o.subject
-                        r.stale = True
-                if not r.names:
-                    continue
-                for n, k in passed.items():
-                    if n in r.names:
-                        _share_name(r, n, k)
-                if own is not None and own != r.subject and own in r.names:
-                    _share_name(r, own, r.names[own])
+                if r.names:
+                    for n, k in passed.items():
+                        if n in r.names:
+                            _share_name(r, n, k, o.standing)
+                if own is not None and own != r.subject:
+                    self._hand_own(o, own, r)
         if self.hands is not None:
             self._hand_to_titles(o, groups)
+
+    def _bridge_from(self, o: _Option, groups: Sequence[Sequence[_Option]]) -> None:
+        """Bridge admitted ``o`` to the waiting items whose subject (or its alias) its text
+        mentions, the question not naming it: whole when it mentions at most
+        :data:`BRIDGE_FANOUT` such subjects, else that many over their number. A stronger
+        bridge replaces a weaker one; among equals the first is kept."""
+        padded = ""
+        bridged = []
+        for waiting in groups:
+            for r in waiting:
+                if r.subject is not None and not r.named:
+                    padded = padded or o.padded_words()
+                    if r.subject_key in padded or (r.alias_key and r.alias_key in padded):
+                        bridged.append(r)
+        if not bridged:
+            return
+        strength = min(1.0, BRIDGE_FANOUT / len({r.subject for r in bridged}))
+        for r in bridged:
+            if strength > r.bridge_link:
+                r.linked_from, r.bridge_link = o.subject, strength
+                r.stale = True
+
+    def _hand_own(self, o: _Option, own: str, r: _Option) -> None:
+        """Link waiting ``r`` by the subject ``own`` of admitted ``o`` when its text names it
+        (:meth:`_link_from`)."""
+        if own in r.names:
+            _share_name(r, own, r.names[own], o.standing)
+        elif not o.named and o.subject_key in r.spaced_words and own in name_phrases(r.text):
+            # The name is the admitted item's title, which its own text may write otherwise
+            # ('Benjamin Andrew "Ben" Stokes'): its holders are counted among titles and
+            # texts, and too common a name links nothing.
+            anywhere = self._name_holders(own)[1]
+            if anywhere <= name_holder_cap(len(self.options)):
+                _share_name(r, own, anywhere, o.standing)
 
     def _name_holders(self, name: str) -> tuple[int, int]:
         """How many options' titles hold ``name`` (as whole words), and how many options'
@@ -978,7 +1049,7 @@ class _Admission:
             titles, anywhere = self._name_holders(n)
             if not titles or anywhere > cap:
                 continue
-            strength = TITLE_NAME_LINK / titles
+            strength = TITLE_NAME_LINK / titles * o.standing
             for waiting in groups:
                 for r in waiting:
                     if (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctxbudget.extractive import ExtractiveCompressor
+from ctxbudget.extractive import ExtractiveCompressor, plural_stem, query_stems, stem
 from ctxbudget.schemas import Piece
 from ctxbudget.tokens import TiktokenCounter
 
@@ -27,3 +27,17 @@ def test_compression_keeps_numbers_negations_and_order() -> None:
     assert out.text.index("90 days") < out.text.index("cannot")
     for span in out.spans:
         assert text[span.start : span.end] in out.text
+
+
+def test_a_singular_query_word_meets_its_plural_in_a_sentence() -> None:
+    """'state' in a question must reach a sentence saying 'states' (stemmed to 'stat')."""
+    qstems = query_stems(frozenset({"state"}))
+    assert stem("states") in qstems and stem("state") in qstems
+
+
+def test_the_plural_stem_is_added_only_where_it_differs() -> None:
+    """A word whose plural stems alike ('game', 'city') adds nothing, so scores are unmoved."""
+    assert plural_stem("game") is None
+    assert plural_stem("city") is None
+    assert plural_stem("house") == "hous"
+    assert query_stems(frozenset({"game", "city"})) == frozenset({"game", "city"})

@@ -1,0 +1,55 @@
+"""A name handed on by a passage that itself entered on a weak link (a shared name many
+passages hold, no query term, not named by the question) links the next passage less
+surely than a name handed on by a passage the question leads to."""
+
+from __future__ import annotations
+
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.stages.select import SHARED_NAME_LINK, _Admission, _Option, _share_name
+
+
+def _admission(pipeline: Pipeline) -> _Admission:
+    rules = pipeline.selector.policy.classes["point_lookup"]
+    return _Admission(rules, 1000, frozenset({"born", "painter"}), [])
+
+
+def _option(item: int, **fields: object) -> _Option:
+    return _Option(
+        item=item,
+        rank=item,
+        rel=0.5,
+        auth=0.5,
+        grams=frozenset(),
+        est=50,
+        header_est=10,
+        match=0.0,
+        source="wiki",
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_a_passage_carrying_the_question_stands_whole(pipeline: Pipeline) -> None:
+    """An item that brings query terms hands its names on at full strength."""
+    run = _admission(pipeline)
+    o = _option(0, qhits=frozenset({"born"}), uncovered=1, shared_name="lyon", shared_link=0.2)
+    assert run._standing(o) == 1.0
+
+
+def test_a_passage_reached_by_a_weak_shared_name_stands_less(pipeline: Pipeline) -> None:
+    """An item that entered only on a shared name held by many passages hands on a weaker
+    link: halfway between whole and the share of the strongest link it was reached by."""
+    run = _admission(pipeline)
+    weak = _option(1, shared_name="spain", shared_link=SHARED_NAME_LINK / 2)
+    strong = _option(2, shared_name="lyon", shared_link=SHARED_NAME_LINK)
+    assert run._standing(weak) == 0.75
+    assert run._standing(strong) == 1.0
+    assert run._standing(_option(3)) == 1.0  # on its retrieval score alone
+
+
+def test_a_weak_standing_scales_the_link_it_hands_on() -> None:
+    """The shared-name link handed on is scaled by the standing of the item handing it."""
+    r = _option(4, names={"madrid": 2})
+    _share_name(r, "madrid", 2, 0.75)
+    assert r.shared_name == "madrid" and r.shared_link == SHARED_NAME_LINK * 0.75
+    _share_name(r, "toledo", 2, 1.0)
+    assert r.shared_name == "toledo" and r.shared_link == SHARED_NAME_LINK

@@ -1,0 +1,68 @@
+"""An admitted passage hands its title on even when its own text writes the name otherwise
+('Benjamin Andrew "Ben" Stokes'): a waiting text naming the title is the next hop. Not when
+the question itself names the title (retrieval found its other passages already)."""
+
+from __future__ import annotations
+
+from ctxbudget.pipeline import Pipeline
+from ctxbudget.schemas import Candidate, PackedBatch
+from ctxbudget.testing import batch, candidate
+
+TOPICS = (
+    "The church tower was rebuilt after a fire and now holds six bells",
+    "Dairy farms line the river meadows and sell cheese at the weekly fair",
+    "A narrow railway once carried peat from the moor to the brickworks",
+    "The old mill grinds rye for the bakers of the neighbouring villages",
+    "Storks nest on the chimneys of the barns along the northern dike",
+)
+
+
+def _filler(k: int) -> str:
+    return " ".join(f"{TOPICS[(k + j) % len(TOPICS)]} ({k}-{j})." for j in range(3))
+
+
+def _para(title: str, text: str, score: float) -> Candidate:
+    return candidate(
+        title.lower().replace(" ", "-"), text, score, title=title, source_id="wiki", doc_id=title
+    )
+
+
+def _cands() -> list[Candidate]:
+    return [
+        _para(
+            "Ben Stokes",
+            'Benjamin Andrew "Ben" Stokes (born 1991) is a cricketer born in Christchurch. '
+            + _filler(0),
+            9.0,
+        ),
+        *(_para(f"Meadow town {k}", f"A town of the plain, number {k}. " + _filler(k), 8.0 - k / 10)
+          for k in range(1, 5)),
+        _para(
+            "Hello Friends",
+            "Hello Friends is a compilation album by Jack Dangers with music by Ben Stokes.",
+            0.5,
+        ),
+    ]  # fmt: skip
+
+
+def _packed(pipeline: Pipeline, query: str) -> PackedBatch:
+    b = batch(_cands(), query=query, input_limit=1000, reserve_tokens=300)
+    return pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
+
+
+def test_a_text_naming_the_admitted_title_is_linked_by_it(pipeline: Pipeline) -> None:
+    """The cricketer's passage, whose text spells his name out in full, hands 'ben stokes'
+    on to the album whose text names him: the album is the next hop."""
+    packed = _packed(pipeline, "Who made the compilation album with a cricketer from Christchurch?")
+    items = packed.consolidated.items
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert "Ben Stokes" in basis
+    assert "shared_name:ben stokes" in basis["Hello Friends"]
+
+
+def test_a_title_the_question_names_is_not_handed_on(pipeline: Pipeline) -> None:
+    """When the question names Ben Stokes, a text naming him is no further hop."""
+    packed = _packed(pipeline, "Who made the compilation album with Ben Stokes in Christchurch?")
+    items = packed.consolidated.items
+    basis = {items[a.item].title: a.basis for a in packed.admitted}
+    assert "shared_name:ben stokes" not in basis.get("Hello Friends", ())
