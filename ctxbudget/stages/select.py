@@ -87,8 +87,9 @@ class EvidenceSelector:
         )
 
     def run(self, consolidated: ConsolidatedBatch) -> PackedBatch:
-        """Admit the best items of one batch through the gates and the budget (the module
-        docstring), in rendering order; every item left out gets one drop reason."""
+        """Admit the best items of one batch through the gates and the budget
+        (:mod:`ctxbudget.admission`), in rendering order; every item left out gets one drop
+        reason."""
         routed = consolidated.routed
         rules = self.policy.classes[routed.query_class]
         query = routed.batch.query
