@@ -17,11 +17,11 @@ them when it names more: a text listing ten countries leads to none of them sure
 lower-scored passage can win because it covers a missing part of the question, and a
 high-scored repeat loses once its content is in.
 
-Gates, in order: the conformal filter (before everything), relevance floor, novelty floor,
-per-source cap, item cap, then the budget. The per-source cap is a preference, not a wall:
-an item over its source's cap waits until every other item has had its turn, then competes
-for what is left (so a corpus that is one source packs like one of many sources, and no
-source crowds out the others while they have evidence to give).
+Gates, in order: the conformal filter and the relevance floor (applied by the selector,
+before the loop), novelty floor, per-source cap, item cap, then the budget. The per-source
+cap is a preference, not a wall: an item over its source's cap waits until every other item
+has had its turn, then competes for what is left (so a corpus that is one source packs like
+one of many sources, and no source crowds out the others while they have evidence to give).
 
 Under budget pressure (the eligible passages would not all fit whole) and when the class
 allows excerpts, items are admitted as excerpts of their best sentences first (query terms,
