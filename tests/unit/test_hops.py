@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ctxbudget.admission import Option
 from ctxbudget.entities import SHARED_NAME_LINK
-from ctxbudget.hops import BRIDGE_FANOUT, HopLinks, share_name
+from ctxbudget.extractive import analyse, query_stems
+from ctxbudget.hops import BRIDGE_FANOUT, HopLinks, hop_sentences, passer, share_name
 
 
 def _option(item: int, title: str, text: str) -> Option:
@@ -64,3 +65,14 @@ def test_a_weak_standing_scales_the_link_it_hands_on() -> None:
     assert r.shared_name == "madrid" and r.shared_link == SHARED_NAME_LINK * 0.75
     share_name(r, "toledo", 2, 1.0)
     assert r.shared_name == "toledo" and r.shared_link == SHARED_NAME_LINK
+
+
+def test_hop_sentences_carry_the_question_or_the_link() -> None:
+    """Only the sentences of an admitted text that carry a query term or the name it was
+    reached by count as its hop: a name in a sentence about something else leads nowhere."""
+    text = "Lisbon is a port. The painter was born near Porto. Rain fell in Faro."
+    o = _option(0, "Lisbon", text)
+    hop = hop_sentences(analyse(text), o, query_stems(frozenset({"born"})))
+    assert hop == [" lisbon is a port ", " the painter was born near porto "]
+    o.names = {"porto": 2, "faro": 2}
+    assert passer(analyse, frozenset({"born"}))(o) == {"porto": 2}
