@@ -1,5 +1,5 @@
-"""The admission stage's shortcuts (ctxbudget.stages.select) give exactly what the plain
-definitions give (no timing here)."""
+"""The excerpt sizes' shortcuts (ctxbudget.excerpts) give exactly what the plain definitions
+give (no timing here)."""
 
 from __future__ import annotations
 
@@ -8,24 +8,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget.text import content_terms, words
-from tests.property.strategies import PIECES, SENTENCE_PIECES, texts
+from ctxbudget.text import content_terms
+from tests.property.strategies import PIECES, SENTENCE_PIECES
 
 SETTINGS = settings(max_examples=300, deadline=None)
-
-
-@SETTINGS
-@given(texts, st.lists(st.sampled_from(PIECES), max_size=4).map(" ".join))
-def test_an_items_word_hay_holds_exactly_its_words(text: str, probe: str) -> None:
-    """A word is padded with spaces in an item's hay exactly when it is one of the item's
-    words, and the hay's words joined are its padded words."""
-    from ctxbudget.stages.select import _spaced_words
-
-    hay = _spaced_words(text)
-    ws = words(text)
-    for w in {*ws, *words(probe), "x", "5"}:
-        assert (f" {w} " in hay) == (w in ws)
-    assert " " + " ".join(hay.split()) + " " == " " + " ".join(ws) + " "
 
 
 @SETTINGS
@@ -33,10 +19,10 @@ def test_an_items_word_hay_holds_exactly_its_words(text: str, probe: str) -> Non
 def test_rough_sentence_ends_are_counted_as_the_plain_pattern_counts_them(text: str) -> None:
     """The rough sentence-end pattern, opened with one character class, finds the same ends
     as the plain alternation."""
-    from ctxbudget.stages.select import _ROUGH_END
+    from ctxbudget.excerpts import ROUGH_END
 
     plain = re.compile(r"[.!?][\"')\]]*\s|\n")
-    assert _ROUGH_END.findall(text) == plain.findall(text)
+    assert ROUGH_END.findall(text) == plain.findall(text)
 
 
 @SETTINGS
@@ -47,9 +33,9 @@ def test_rough_sentence_ends_are_counted_as_the_plain_pattern_counts_them(text: 
 def test_a_text_of_few_sentences_has_no_excerpt_of_that_many(text: str, wanted: int) -> None:
     """Excerpt sizes stop short of the whole text, so a text of no more than ``wanted``
     sentences has fewer than ``wanted`` of them: selection skips its ranking."""
+    from ctxbudget.excerpts import excerpt_steps
     from ctxbudget.extractive import query_stems
     from ctxbudget.schemas import ConsolidatedItem
-    from ctxbudget.stages.select import excerpt_steps
     from ctxbudget.text import sentences
 
     if len(sentences(text)) > wanted:

@@ -1,20 +1,21 @@
-"""A name handed on by a passage that itself entered on a weak link (a shared name many
-passages hold, no query term, not named by the question) links the next passage less
-surely than a name handed on by a passage the question leads to."""
+"""The admission loop (ctxbudget.admission): a passage that entered on a weak link (a shared
+name many passages hold, no query term, not named by the question) stands less surely than
+one the question leads to, so the names it hands on link the next passage less."""
 
 from __future__ import annotations
 
+from ctxbudget.admission import GreedyAdmission, Option
+from ctxbudget.entities import SHARED_NAME_LINK
 from ctxbudget.pipeline import Pipeline
-from ctxbudget.stages.select import SHARED_NAME_LINK, _Admission, _Option, _share_name
 
 
-def _admission(pipeline: Pipeline) -> _Admission:
+def _admission(pipeline: Pipeline) -> GreedyAdmission:
     rules = pipeline.selector.policy.classes["point_lookup"]
-    return _Admission(rules, 1000, frozenset({"born", "painter"}), [])
+    return GreedyAdmission(rules, 1000, frozenset({"born", "painter"}), [])
 
 
-def _option(item: int, **fields: object) -> _Option:
-    return _Option(
+def _option(item: int, **fields: object) -> Option:
+    return Option(
         item=item,
         rank=item,
         rel=0.5,
@@ -44,12 +45,3 @@ def test_a_passage_reached_by_a_weak_shared_name_stands_less(pipeline: Pipeline)
     assert run._standing(weak) == 0.75
     assert run._standing(strong) == 1.0
     assert run._standing(_option(3)) == 1.0  # on its retrieval score alone
-
-
-def test_a_weak_standing_scales_the_link_it_hands_on() -> None:
-    """The shared-name link handed on is scaled by the standing of the item handing it."""
-    r = _option(4, names={"madrid": 2})
-    _share_name(r, "madrid", 2, 0.75)
-    assert r.shared_name == "madrid" and r.shared_link == SHARED_NAME_LINK * 0.75
-    _share_name(r, "toledo", 2, 1.0)
-    assert r.shared_name == "toledo" and r.shared_link == SHARED_NAME_LINK
