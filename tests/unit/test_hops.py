@@ -9,20 +9,13 @@ from ctxbudget.admission import Option
 from ctxbudget.entities import SHARED_NAME_LINK
 from ctxbudget.extractive import analyse, query_stems
 from ctxbudget.hops import BRIDGE_FANOUT, HopLinks, hop_sentences, passer, share_name
+from tests.unit.admission_options import option
 
 
 def _option(item: int, title: str, text: str) -> Option:
     subject = title.lower()
-    return Option(
-        item=item,
-        rank=item,
-        rel=0.5,
-        auth=0.5,
-        grams=frozenset(),
-        est=50,
-        header_est=10,
-        match=0.0,
-        source="wiki",
+    return option(
+        item,
         text=text,
         spaced_words=f" {' '.join((title + ' ' + text).lower().split())} ",
         subject=subject,

@@ -10,16 +10,11 @@ from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
 from ctxbudget.testing import batch, candidate
 from ctxbudget.text import name_phrases
+from tests.unit.wiki_paragraphs import paragraph
 
 FILLER = " ".join(
     f"Part {i} of the survey covers the harbour, the market and the river trade." for i in range(5)
 )
-
-
-def _para(title: str, text: str, score: float) -> Candidate:
-    return candidate(
-        title.lower().replace(" ", "-"), text, score, title=title, source_id="wiki", doc_id=title
-    )
 
 
 def _chain() -> list[Candidate]:
@@ -27,22 +22,24 @@ def _chain() -> list[Candidate]:
     entity (the hop-1 answer is named only inside the hop-2 text), under five distractors
     that share the question's words and score above hops 2 and 3."""
     return [
-        _para(
+        paragraph(
             "The Glass Orchard",
             "The Glass Orchard is a 1971 film shot on the coast. Its director was Ilse Varnhagen.",
             9.0,
         ),
         *(
-            _para(f"Orchard film {k}", f"An orchard film of the coast, number {k}. " + FILLER, s)
+            paragraph(
+                f"Orchard film {k}", f"An orchard film of the coast, number {k}. " + FILLER, s
+            )
             for k, s in ((1, 8.8), (2, 8.6), (3, 8.4), (4, 8.2), (5, 8.0))
         ),
-        _para(
+        paragraph(
             "Varnhagen family",
             "The family ran a press in Lübeck. Its best-known member, Ilse Varnhagen, studied "
             "at the Rostmark Academy before she made films.",
             1.2,
         ),
-        _para(
+        paragraph(
             "Schools of the north",
             "Several schools were founded in the north. The Rostmark Academy was founded in "
             "1803 in Kellinghusen.",
@@ -141,8 +138,8 @@ def test_hop_links_are_deterministic_whatever_the_candidate_order(pipeline: Pipe
 def test_a_question_without_accents_names_an_accented_title(pipeline: Pipeline) -> None:
     """ "Aschenbrodel" in the question names the passage titled "Aschenbrödel"."""
     cands = [
-        _para("Aschenbrödel", "Aschenbrödel is a ballet with music by Johann Strauss II.", 1.0),
-        _para("Ballet", "A ballet is a dance work. " + FILLER, 5.0),
+        paragraph("Aschenbrödel", "Aschenbrödel is a ballet with music by Johann Strauss II.", 1.0),
+        paragraph("Ballet", "A ballet is a dance work. " + FILLER, 5.0),
     ]
     b = batch(cands, query="Who composed the music of Aschenbrodel?")
     packed = pipeline.selector.run(pipeline.consolidator.run(pipeline.router.run(b)))
@@ -154,22 +151,22 @@ def _one_word_chain() -> list[Candidate]:
     """A two-hop chain whose bridge is a one-word place name ("Kellinghusen") that three
     passages hold, under distractors scored far above the second hop."""
     return [
-        _para(
+        paragraph(
             "Ilse Varnhagen",
             "Ilse Varnhagen was a film director born in Kellinghusen in 1931. She made six films.",
             9.0,
         ),
         *(
-            _para(f"Director survey {k}", f"A survey of film directors, part {k}. " + FILLER, s)
+            paragraph(f"Director survey {k}", f"A survey of film directors, part {k}. " + FILLER, s)
             for k, s in ((1, 8.8), (2, 8.6), (3, 8.4), (4, 8.2), (5, 8.0))
         ),
-        _para(
+        paragraph(
             "Stör valley towns",
             "The valley has several market towns. In Kellinghusen a faience "
             "pottery has been made since 1763.",
             1.1,
         ),
-        _para(
+        paragraph(
             "Rail lines of Holstein",
             "A branch line once ran from Wrist to Kellinghusen and on to the coast.",
             1.0,
@@ -203,7 +200,7 @@ def test_months_and_weekdays_link_nothing() -> None:
 def _floor_chain(verb: str) -> list[Candidate]:
     """The three-hop chain with a third passage naming the hop-1 answer (so its link is
     weaker), and the hop-2 sentence naming it written with ``verb``."""
-    extra = _para(
+    extra = paragraph(
         "Varnhagen prize",
         "A prize named after Ilse Varnhagen is given each year in Lübeck to a young painter.",
         0.5,

@@ -6,43 +6,34 @@ from __future__ import annotations
 
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
-from ctxbudget.testing import batch, candidate
-
-TOPICS = (
-    "The church tower was rebuilt after a fire and now holds six bells",
-    "Dairy farms line the river meadows and sell cheese at the weekly fair",
-    "A narrow railway once carried peat from the moor to the brickworks",
-    "The old mill grinds rye for the bakers of the neighbouring villages",
-    "Storks nest on the chimneys of the barns along the northern dike",
-)
+from ctxbudget.testing import batch
+from tests.unit.wiki_paragraphs import TOPICS, filler, paragraph
 
 
 def _filler(k: int) -> str:
-    return " ".join(f"{TOPICS[(k + j) % len(TOPICS)]} ({k}-{j})." for j in range(3))
-
-
-def _para(title: str, text: str, score: float) -> Candidate:
-    return candidate(
-        title.lower().replace(" ", "-"), text, score, title=title, source_id="wiki", doc_id=title
-    )
+    return filler(k, 3, TOPICS[:5])
 
 
 def _cands() -> list[Candidate]:
     return [
-        _para(
+        paragraph(
             "Ben Stokes",
             'Benjamin Andrew "Ben" Stokes (born 1991) is a cricketer born in Christchurch. '
             + _filler(0),
             9.0,
         ),
-        *(_para(f"Meadow town {k}", f"A town of the plain, number {k}. " + _filler(k), 8.0 - k / 10)
-          for k in range(1, 5)),
-        _para(
+        *(
+            paragraph(
+                f"Meadow town {k}", f"A town of the plain, number {k}. " + _filler(k), 8 - k / 10
+            )
+            for k in range(1, 5)
+        ),
+        paragraph(
             "Hello Friends",
             "Hello Friends is a compilation album by Jack Dangers with music by Ben Stokes.",
             0.5,
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _packed(pipeline: Pipeline, query: str) -> PackedBatch:

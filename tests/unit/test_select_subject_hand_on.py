@@ -5,48 +5,36 @@ from __future__ import annotations
 
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
-from ctxbudget.testing import batch, candidate
-
-TOPICS = (
-    "The church tower was rebuilt after a fire and now holds six bells",
-    "Dairy farms line the river meadows and sell cheese at the weekly fair",
-    "A narrow railway once carried peat from the moor to the brickworks",
-    "The old mill grinds rye for the bakers of the neighbouring villages",
-    "Storks nest on the chimneys of the barns along the northern dike",
-    "A rowing club trains on the quiet reach below the lock every spring",
-)
+from ctxbudget.testing import batch
+from tests.unit.wiki_paragraphs import filler, paragraph
 
 
 def _filler(k: int) -> str:
-    return " ".join(f"{TOPICS[(k + j) % len(TOPICS)]} ({k}-{j})." for j in range(4))
+    return filler(k, 4)
 
 
 QUESTION = "What position does the footballer from the largest town of the Stör valley play?"
 
 
-def _para(title: str, text: str, score: float) -> Candidate:
-    return candidate(
-        title.lower().replace(" ", "-"), text, score, title=title, source_id="wiki", doc_id=title
-    )
-
-
 def _cands() -> list[Candidate]:
     return [
-        _para(
+        paragraph(
             "Kellinghusen",
             "Kellinghusen is the largest town of the Stör valley. " + _filler(0),
             9.0,
         ),
         *(
-            _para(f"Valley town {k}", f"A town of the Stör valley, number {k}. " + _filler(k), s)
+            paragraph(
+                f"Valley town {k}", f"A town of the Stör valley, number {k}. " + _filler(k), s
+            )
             for k, s in ((1, 8.8), (2, 8.6), (3, 8.4), (4, 8.2))
         ),
-        _para(
+        paragraph(
             "Stör ferries",
             "Ferries once ran from the quay at Kellinghusen to the coast. " + _filler(5),
             7.5,
         ),
-        _para(
+        paragraph(
             "Jan Petersen",
             "Jan Petersen (born 1981 in Kellinghusen) is a footballer who plays as a defender.",
             0.5,

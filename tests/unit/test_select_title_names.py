@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
-from ctxbudget.testing import batch, candidate
+from ctxbudget.testing import batch
+from tests.unit.wiki_paragraphs import filler, paragraph
 
 QUESTION = "When did the state where Pocahontas Mounds is located join the Union?"
 
@@ -30,26 +31,18 @@ HOP_TWO = (
 
 
 def _filler(k: int, extra: str = "") -> str:
-    return " ".join(f"{TOPICS[(k + j) % len(TOPICS)]} ({k}-{j})." for j in range(4)) + extra
-
-
-def _para(title: str, text: str, score: float) -> Candidate:
-    return candidate(
-        title.lower().replace(" ", "-").replace(",", ""),
-        text,
-        score,
-        title=title,
-        source_id="wiki",
-        doc_id=title,
-    )
+    return filler(k, 4, TOPICS) + extra
 
 
 def _cands(*, where: str = "Mississippi", common: bool = False) -> list[Candidate]:
     extra = " Traders came up the Mississippi by boat." if common else ""
     return [
-        _para("Pocahontas Mounds", HOP_ONE.format(where=where), 9.0),
-        *(_para(f"Village chronicle {k}", _filler(k, extra), 8.5 - 0.2 * k) for k in range(1, 11)),
-        _para("History of Mississippi", HOP_TWO, 0.5),
+        paragraph("Pocahontas Mounds", HOP_ONE.format(where=where), 9.0),
+        *(
+            paragraph(f"Village chronicle {k}", _filler(k, extra), 8.5 - 0.2 * k)
+            for k in range(1, 11)
+        ),
+        paragraph("History of Mississippi", HOP_TWO, 0.5),
     ]
 
 
@@ -91,19 +84,19 @@ def test_a_comparison_of_named_options_follows_no_title_names(pipeline: Pipeline
     """In "Which came first, A or B?" the options' passages are the hops: a title holding a
     name an option's text hands on is not linked."""
     cands = [
-        _para(
+        paragraph(
             "Little Caesars",
             "Little Caesars is a pizza chain founded in 1959 in Garden City, Michigan. "
             "Its owners also bought the Detroit Tigers.",
             9.0,
         ),
-        _para(
+        paragraph(
             "Pizza Hut",
             "Pizza Hut is a restaurant chain founded in 1958 in Wichita, Kansas.",
             8.0,
         ),
-        *(_para(f"Village chronicle {k}", _filler(k), 7.5 - 0.2 * k) for k in range(1, 9)),
-        _para(
+        *(paragraph(f"Village chronicle {k}", _filler(k), 7.5 - 0.2 * k) for k in range(1, 9)),
+        paragraph(
             "History of the Detroit Tigers",
             "The team won its first pennant in 1907 and played at Bennett Park.",
             0.5,
@@ -120,13 +113,15 @@ def test_a_name_written_only_as_a_modifier_links_no_title(pipeline: Pipeline) ->
     """ "A Canadian author" describes the writer: the passage "Canadian literature" is not
     reached through the word."""
     cands = [
-        _para(
+        paragraph(
             "Dead Ernest",
             "Dead Ernest is a mystery novel by a Canadian author, published in 1944 in Boston.",
             9.0,
         ),
-        *(_para(f"Village chronicle {k}", _filler(k), 8.5 - 0.2 * k) for k in range(1, 11)),
-        _para("Canadian literature", "Writing in the country grew with its small presses.", 0.5),
+        *(paragraph(f"Village chronicle {k}", _filler(k), 8.5 - 0.2 * k) for k in range(1, 11)),
+        paragraph(
+            "Canadian literature", "Writing in the country grew with its small presses.", 0.5
+        ),
     ]
     bases = _bases(_packed(pipeline, cands, query="Where was Dead Ernest published first?"))
     assert "title_name:canadian" not in bases.get("Canadian literature", ())

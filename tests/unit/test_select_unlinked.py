@@ -6,45 +6,26 @@ from __future__ import annotations
 
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.schemas import Candidate, PackedBatch
-from ctxbudget.testing import batch, candidate
+from ctxbudget.testing import batch
+from tests.unit.wiki_paragraphs import filler, paragraph
 
 QUESTION = "In what county is the city where Harris Fawell was born?"
 
-TOPICS = (
-    "The church tower was rebuilt after a fire and now holds six bells",
-    "Dairy farms line the river meadows and sell cheese at the weekly fair",
-    "A narrow railway once carried peat from the moor to the brickworks",
-    "The old mill grinds rye for the bakers of the neighbouring villages",
-    "Storks nest on the chimneys of the barns along the northern dike",
-    "A rowing club trains on the quiet reach below the lock every spring",
-)
-
 
 def _filler(k: int) -> str:
-    return " ".join(f"{TOPICS[(k + j) % len(TOPICS)]} ({k}-{j})." for j in range(4))
-
-
-def _para(title: str, text: str, score: float) -> Candidate:
-    return candidate(
-        title.lower().replace(" ", "-").replace(",", ""),
-        text,
-        score,
-        title=title,
-        source_id="wiki",
-        doc_id=title,
-    )
+    return filler(k, 4)
 
 
 def _cands() -> list[Candidate]:
     return [
-        _para(
+        paragraph(
             "Harris Fawell",
             "Harris Fawell (born 1929 in West Chicago) was an American politician. "
             "He served in the House of Representatives for seven terms.",
             9.0,
         ),
-        *(_para(f"Village chronicle {k}", _filler(k), 8.5 - 0.2 * k) for k in range(1, 13)),
-        _para(
+        *(paragraph(f"Village chronicle {k}", _filler(k), 8.5 - 0.2 * k) for k in range(1, 13)),
+        paragraph(
             "West Chicago, Illinois",
             "West Chicago is a city in DuPage County. It lies on the railroad west of the "
             "city of Chicago. Its museum keeps the records of the old depot.",
