@@ -5,7 +5,9 @@ sentence bounds, proper names, the shingle fold, and the words, normal forms, sh
 and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
 sentence analysis of :mod:`ctxbudget.extractive`; a single scan of a decoded batch's bytes
 for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
-it leaves the codec on its Python checks); and, on any text, the injection gate's cue words
+it leaves the codec on its Python checks); exact ``cl100k_base`` token counts of ASCII and Latin
+text (``PieceCounter``, for :class:`ctxbudget.tokens.TiktokenCounter`: tiktoken counts the
+rest); and, on any text, the injection gate's cue words
 and rule gates and its sentence model's scores (:mod:`ctxbudget.safety`, with the tables and
 weights the Python side loaded). That code stays the reference and runs
 whenever the extension is absent, is of another interface version, or is switched off with
@@ -24,13 +26,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import threading
 from collections.abc import Sequence
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 3
+API_VERSION = 4
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")
@@ -60,6 +63,10 @@ class SentenceScorer(Protocol):
     def weak_best(self, t: str) -> int | None: ...
 
 
+class PieceCounter(Protocol):
+    def count(self, text: str) -> int | None: ...
+
+
 class NativeModule(Protocol):
     """What :mod:`ctxbudget.text` uses of the extension (ASCII input only)."""
 
@@ -84,6 +91,8 @@ class NativeModule(Protocol):
     ) -> SentenceAnalyser: ...
 
     def NameFinder(self, stopwords: list[str], min_chars: int, scan_chars: int) -> NameFinder: ...
+
+    def PieceCounter(self, ranks: dict[bytes, int]) -> PieceCounter: ...
 
 
 def _load() -> tuple[NativeModule | None, str]:
@@ -121,3 +130,30 @@ NATIVE, NATIVE_STATUS = _load()
 def native_path() -> str:
     """``native`` or ``python``: the path this process packs on (for benchmarks and logs)."""
     return "native" if NATIVE is not None else "python"
+
+
+#: tiktoken's pre-tokenizer of ``cl100k_base``, the one the compiled counter reproduces on
+#: the characters it knows (an encoding with any other expression is counted by tiktoken alone).
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"""
+    r"""[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+
+_piece_counters: dict[str, PieceCounter] = {}
+_piece_lock = threading.Lock()
+
+
+def piece_counter(encoding: Any) -> PieceCounter | None:
+    """The compiled exact counter of a tiktoken ``encoding`` (its ``count`` answers None for
+    text it leaves to tiktoken), or None: no extension, or an encoding of another pre-tokenizer.
+    The rank table is copied once per encoding name and process (it is the encoding's own
+    data, the same for every text); counts themselves are never kept here."""
+    if NATIVE is None or getattr(encoding, "_pat_str", None) != CL100K_PATTERN:
+        return None
+    name = str(encoding.name)
+    with _piece_lock:
+        found = _piece_counters.get(name)
+        if found is None:
+            found = NATIVE.PieceCounter(dict(encoding._mergeable_ranks))
+            _piece_counters[name] = found
+    return found

@@ -4,6 +4,8 @@
 in the wheel and hash-checked), so it never needs the network. Other encodings load only
 when tiktoken's cache (``TIKTOKEN_CACHE_DIR``) already holds them; otherwise the error
 names the missing encoding instead of hanging on a download.
+With the compiled path (:mod:`ctxbudget.native`), ASCII and Latin text of ``cl100k_base`` is
+counted natively, by tiktoken's own pre-tokenizer and merging rule: the same counts, faster.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from ctxbudget.errors import TokenizerError
+from ctxbudget.native import piece_counter
 
 #: A failing tokenizer name longer than this is not remembered (no valid name is as long).
 _MAX_NAME = 200
@@ -58,6 +61,9 @@ class TiktokenCounter:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         self._name = name
         self._encoding: Any = _load_encoding(name)
+        # The compiled counter of the same encoding (None for the text it leaves to
+        # tiktoken, and no counter at all without the extension): the same counts, faster.
+        self._pieces = piece_counter(self._encoding)
         self._cache: OrderedDict[bytes, int] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -78,7 +84,14 @@ class TiktokenCounter:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        n = len(self._encoding.encode_ordinary(text))
+        n = None
+        if self._pieces is not None:
+            try:
+                n = self._pieces.count(text)
+            except UnicodeEncodeError:  # a lone surrogate: tiktoken's own handling decides
+                n = None
+        if n is None:
+            n = len(self._encoding.encode_ordinary(text))
         if self._cache_size:
             with self._lock:
                 self._cache[key] = n

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
 use std::collections::HashSet;
 
+mod bpe;
 mod gate;
 mod json_scan;
 mod overlaps;
@@ -486,7 +487,7 @@ impl SentenceAnalyser {
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 3)?;
+    m.add("API_VERSION", 4)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;
@@ -494,5 +495,6 @@ fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SentenceAnalyser>()?;
     gate::register(m)?;
     m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
+    m.add_class::<bpe::PieceCounter>()?;
     Ok(())
 }

