@@ -111,7 +111,13 @@ def rendered_texts(pack: Pack) -> list[str]:
     return [text for _, text in parse(pack.rendered)]
 
 
-def _support_kept(support: Mapping[str, Sequence[str]], texts: Sequence[str]) -> int:
+def support_kept(support: Mapping[str, Sequence[str]], texts: Sequence[str]) -> int:
+    """How many of the labelled supporting sentences (chunk id -> sentences) appear whole and
+    exactly, as one substring, in one of ``texts``: the evidence as the reader gets it. For a
+    pack these are :func:`rendered_texts`, read back from the block and so unescaped and
+    unmarked (an ``&amp;`` or a datamark never hides a kept sentence); for the naive fill,
+    the admitted passages' own texts. A sentence cut short, reworded or joined across a gap
+    of an excerpt is not kept."""
     return sum(1 for sents in support.values() for s in sents if any(s in t for t in texts))
 
 
@@ -160,14 +166,14 @@ def run_set(name: str, generated: Sequence[GeneratedBatch], pipeline: Pipeline) 
             (
                 ours,
                 len(needed & admitted),
-                _support_kept(support, texts),
+                support_kept(support, texts),
                 pack.evidence_tokens,
                 pack.budget.evidence_budget,
             ),
             (
                 theirs,
                 len(needed & naive_ids),
-                _support_kept(support, naive_texts),
+                support_kept(support, naive_texts),
                 naive.evidence_tokens,
                 naive.budget.evidence_budget,
             ),

@@ -114,14 +114,18 @@ def distinctive_names(
 ) -> list[dict[str, int]]:
     """Per item, the names of its text (:func:`~ctxbudget.text.name_phrases`) that few items
     of the batch hold (document frequency within the batch at most :func:`name_holder_cap`),
-    each with the number of items holding it: what a hop passes on. A one-word name every
+    each with the number of articles holding it (:func:`holder_key`: the items of one title
+    count once): what a hop passes on. A one-word name every
     holder uses as a modifier (:func:`modifier_only`: "a Canadian author") is left out. With
     ``shared_only``, only the names another item holds too."""
     found = [name_phrases(it.text) for it in items]
     holders: dict[str, int] = {}
-    for names in found:
+    articles: dict[str, set[str]] = {}
+    for k, (it, names) in enumerate(zip(items, found, strict=True)):
+        key = holder_key(it, k)
         for n in names:
             holders[n] = holders.get(n, 0) + 1
+            articles.setdefault(n, set()).add(key)
     low = 2 if shared_only else 1
     cap = name_holder_cap(len(items))
     # A one-word name every holder writes before a noun ("a Canadian author", "an English
@@ -139,7 +143,16 @@ def distinctive_names(
     }
     if modifiers:
         found = [names - modifiers for names in found]
-    return [{n: holders[n] for n in sorted(names) if low <= holders[n] <= cap} for names in found]
+    return [
+        {n: len(articles[n]) for n in sorted(names) if low <= holders[n] <= cap} for names in found
+    ]
+
+
+def holder_key(item: ConsolidatedItem, index: int) -> str:
+    """Whose a name is, for the strength of the link it makes: the passages of one titled
+    article (one title: its sections, a syndicated copy) hold a name once, since the
+    article names it once over its sections; an untitled item holds it by itself."""
+    return f"t:{item.title}" if item.title else f"#{index}"
 
 
 #: Capitalised words that name a time, not an entity: they link nothing.

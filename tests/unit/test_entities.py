@@ -67,3 +67,39 @@ def test_a_comma_qualified_title_has_its_short_name_as_alias() -> None:
     assert entities.subject_alias("Big Stone Gap (film)") is None
     assert entities.subject_alias("The, Band") is None
     assert entities.subject_alias(None) is None
+
+
+def _consolidated(pipeline: Pipeline, rows: list[tuple[str | None, str]]) -> list[ConsolidatedItem]:
+    cands = [candidate(f"c{k}", text, title=title) for k, (title, text) in enumerate(rows)]
+    return list(pipeline.consolidator.run(pipeline.router.run(batch(cands))).items)
+
+
+def test_the_sections_of_one_article_hold_a_name_once(pipeline: Pipeline) -> None:
+    """A name an article repeats over its sections is as rare as any other article's name:
+    its link strength counts articles (one title), so two sections do not weaken it."""
+    rows: list[tuple[str | None, str]] = [
+        ("Akinoshu Kenji", "Akinoshu Kenji is a former sumo wrestler from Hiroshima, Japan."),
+        ("Atomic bombings", "The first bomb was dropped on the city of Hiroshima in August."),
+        ("Atomic bombings", "Survivors of Hiroshima were studied for decades afterwards."),
+        ("Tuna", "The bluefin tuna is a large fish of the open ocean waters."),
+        ("Salmon", "The salmon is a fish that swims up rivers to spawn each year."),
+    ]
+    items = _consolidated(pipeline, rows)
+    names = entities.distinctive_names(items)
+    held = {n for per in names for n in per}
+    assert "hiroshima" in held
+    assert {per["hiroshima"] for per in names if "hiroshima" in per} == {2}
+
+
+def test_untitled_items_hold_names_each_by_themselves(pipeline: Pipeline) -> None:
+    """Without titles every item is its own holder: the count is the items holding it."""
+    rows: list[tuple[str | None, str]] = [
+        (None, "The river passes Kellinghusen before it meets the Elbe."),
+        (None, "The town of Kellinghusen has a market square and a church."),
+        (None, "A ferry crosses near Kellinghusen in the summer months."),
+        (None, "The bluefin tuna is a large fish of the open ocean waters."),
+        (None, "The salmon is a fish that swims up rivers to spawn each year."),
+    ]
+    names = entities.distinctive_names(_consolidated(pipeline, rows))
+    assert {per["kellinghusen"] for per in names if "kellinghusen" in per} == {3}
+    assert entities.holder_key(_consolidated(pipeline, rows)[0], 7) == "#7"
