@@ -136,6 +136,16 @@ class Option:
     util: float = 0.0
     neg_rank: int = 0
     stale: bool = True
+    #: The set :meth:`word_set` gives, once worked out.
+    word_bag: frozenset[str] | None = None
+
+    def word_set(self) -> frozenset[str]:
+        """The words of ``spaced_words`` (split once, when first needed): a phrase ``p`` of
+        words is in ``spaced_words`` as ``f" {p} "`` only if each of its words is in this set."""
+        found = self.word_bag
+        if found is None:
+            found = self.word_bag = frozenset(self.spaced_words.split())
+        return found
 
     def padded_words(self) -> str:
         """The words of the title and text joined by single spaces, with a space on either

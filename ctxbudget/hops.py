@@ -36,6 +36,25 @@ if TYPE_CHECKING:  # annotations only: the admission imports this module
 BRIDGE_FANOUT = RARE_NAME_HOLDERS
 
 
+def phrase_words(phrase: str) -> list[str] | None:
+    """The words of ``phrase`` when it is words joined by single spaces (so
+    ``f" {phrase} " in padded`` needs each of them among the words of ``padded``), else None."""
+    parts = phrase.split()
+    return parts if parts and " ".join(parts) == phrase else None
+
+
+def may_hold(r: Option, parts: list[str] | None) -> bool:
+    """Whether ``r``'s words may hold the phrase of ``parts`` (:func:`phrase_words`): False
+    only when a word of it is not one of ``r``'s, so the phrase cannot be in its text."""
+    if parts is None:
+        return True
+    bag = r.word_set()
+    for p in parts:
+        if p not in bag:
+            return False
+    return True
+
+
 def share_name(r: Option, name: str, holders: int, standing: float = 1.0) -> None:
     """Link waiting ``r`` by ``name``, held by ``holders`` items, when that link is stronger
     than the one it has (the rarer the name, the stronger the link); ``standing`` is that of
@@ -133,6 +152,12 @@ class HopLinks:
         #: to titles, how many titles and how many titles or texts hold it.
         self.options: Sequence[Option] = ()
         self.holders: dict[str, tuple[int, int]] = {}
+        #: Per option (by id, the option kept alive beside it), its subject's words.
+        self.subject_parts: dict[int, tuple[Option, list[str] | None]] = {}
+        #: Per word, the options whose title words or whose words hold it (built when
+        #: first needed: :meth:`_holding`).
+        self.title_index: dict[str, list[Option]] | None = None
+        self.word_index: dict[str, list[Option]] | None = None
 
     def link_from(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
@@ -189,7 +214,12 @@ class HopLinks:
         (:meth:`link_from`)."""
         if own in r.names:
             share_name(r, own, r.names[own], o.standing)
-        elif not o.named and o.subject_key in r.spaced_words and own in name_phrases(r.text):
+        elif (
+            not o.named
+            and may_hold(r, self._subject_words(o, own))
+            and o.subject_key in r.spaced_words
+            and own in name_phrases(r.text)
+        ):
             # The name is the admitted item's title, which its own text may write otherwise
             # ('Benjamin Andrew "Ben" Stokes'): its holders are counted among titles and
             # texts, and too common a name links nothing.
@@ -197,16 +227,53 @@ class HopLinks:
             if anywhere <= name_holder_cap(len(self.options)):
                 share_name(r, own, anywhere, o.standing)
 
+    def _subject_words(self, o: Option, subject: str) -> list[str] | None:
+        """:func:`phrase_words` of ``o``'s subject, split once per option."""
+        found = self.subject_parts.get(id(o))
+        if found is None:
+            found = self.subject_parts[id(o)] = (o, phrase_words(subject))
+        return found[1]
+
     def _name_holders(self, name: str) -> tuple[int, int]:
         """How many options' titles hold ``name`` (as whole words), and how many options'
-        titles or texts do; counted once per name."""
+        titles or texts do; counted once per name. Only the texts holding every word of the
+        name are searched for it."""
         found = self.holders.get(name)
         if found is None:
             key = f" {name} "
-            titles = sum(1 for r in self.options if key in r.subject_key)
-            anywhere = sum(1 for r in self.options if key in r.spaced_words)
+            parts = phrase_words(name)
+            if parts is None:
+                titles = sum(1 for r in self.options if key in r.subject_key)
+                anywhere = sum(1 for r in self.options if key in r.spaced_words)
+            else:
+                titles = sum(1 for r in self._holding(parts, True) if key in r.subject_key)
+                anywhere = sum(1 for r in self._holding(parts, False) if key in r.spaced_words)
             found = self.holders[name] = (titles, anywhere)
         return found
+
+    def _holding(self, parts: list[str], titles: bool) -> list[Option]:
+        """The options whose title words (``titles``) or words hold every word of
+        ``parts``: the only ones whose title or text can hold the phrase of them."""
+        index = self.title_index if titles else self.word_index
+        if index is None:
+            index = {}
+            for r in self.options:
+                bag = (
+                    (r.subject_key.split() if r.subject_key else ()) if titles else r.word_set()
+                )
+                for w in set(bag):
+                    index.setdefault(w, []).append(r)
+            if titles:
+                self.title_index = index
+            else:
+                self.word_index = index
+        lists = [index.get(p, []) for p in parts]
+        lists.sort(key=len)
+        first = lists[0]
+        if len(lists) == 1 or not first:
+            return first
+        rest = [{id(r) for r in found} for found in lists[1:]]
+        return [r for r in first if all(id(r) in ids for ids in rest)]
 
     def _hand_to_titles(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items whose title holds, as a part of it, a name admitted ``o``
