@@ -149,15 +149,18 @@ class HopLinks:
         #: The names an admitted option hands to the titles that hold them (default: none).
         self.hands = hands
         #: Every option of the batch (set when the admission starts), and per name handed
-        #: to titles, how many titles and how many titles or texts hold it.
+        #: to titles, how many titles and how many titles or texts hold it (counted when
+        #: first needed).
         self.options: Sequence[Option] = ()
-        self.holders: dict[str, tuple[int, int]] = {}
+        self.title_holders: dict[str, int] = {}
+        self.holders: dict[str, int] = {}
         #: Per option (by id, the option kept alive beside it), its subject's words.
         self.subject_parts: dict[int, tuple[Option, list[str] | None]] = {}
         #: Per word, the options whose title words or whose words hold it (built when
         #: first needed: :meth:`_holding`).
         self.title_index: dict[str, list[Option]] | None = None
         self.word_index: dict[str, list[Option]] | None = None
+        self.name_words: frozenset[str] | None = None
 
     def link_from(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
@@ -223,7 +226,7 @@ class HopLinks:
             # The name is the admitted item's title, which its own text may write otherwise
             # ('Benjamin Andrew "Ben" Stokes'): its holders are counted among titles and
             # texts, and too common a name links nothing.
-            anywhere = self._name_holders(own)[1]
+            anywhere = self._text_holders(own)
             if anywhere <= name_holder_cap(len(self.options)):
                 share_name(r, own, anywhere, o.standing)
 
@@ -234,21 +237,41 @@ class HopLinks:
             found = self.subject_parts[id(o)] = (o, phrase_words(subject))
         return found[1]
 
-    def _name_holders(self, name: str) -> tuple[int, int]:
-        """How many options' titles hold ``name`` (as whole words), and how many options'
-        titles or texts do; counted once per name. Only the texts holding every word of the
-        name are searched for it."""
+    def _title_holders(self, name: str) -> int:
+        """How many options' titles hold ``name`` (as whole words); counted once per name,
+        in only the titles holding every word of it."""
+        found = self.title_holders.get(name)
+        if found is None:
+            key = f" {name} "
+            parts = phrase_words(name)
+            found = self.title_holders[name] = sum(
+                1
+                for r in (self.options if parts is None else self._holding(parts, True))
+                if key in r.subject_key
+            )
+        return found
+
+    def _text_holders(self, name: str) -> int:
+        """How many options' titles or texts hold ``name`` (as whole words); counted once
+        per name, in only the texts holding every word of it."""
         found = self.holders.get(name)
         if found is None:
             key = f" {name} "
             parts = phrase_words(name)
-            if parts is None:
-                titles = sum(1 for r in self.options if key in r.subject_key)
-                anywhere = sum(1 for r in self.options if key in r.spaced_words)
-            else:
-                titles = sum(1 for r in self._holding(parts, True) if key in r.subject_key)
-                anywhere = sum(1 for r in self._holding(parts, False) if key in r.spaced_words)
-            found = self.holders[name] = (titles, anywhere)
+            found = self.holders[name] = sum(
+                1
+                for r in (self.options if parts is None else self._holding(parts, False))
+                if key in r.spaced_words
+            )
+        return found
+
+    def _name_words(self) -> frozenset[str]:
+        """The words of the names of the batch's texts (:func:`name_phrases`)."""
+        found = self.name_words
+        if found is None:
+            found = self.name_words = frozenset(
+                w for r in self.options for n in name_phrases(r.text) for w in n.split()
+            )
         return found
 
     def _holding(self, parts: list[str], titles: bool) -> list[Option]:
@@ -257,16 +280,20 @@ class HopLinks:
         index = self.title_index if titles else self.word_index
         if index is None:
             index = {}
-            for r in self.options:
-                bag = (
-                    (r.subject_key.split() if r.subject_key else ()) if titles else r.word_set()
-                )
-                for w in set(bag):
-                    index.setdefault(w, []).append(r)
             if titles:
+                for r in self.options:
+                    for w in set(r.subject_key.split()):
+                        index.setdefault(w, []).append(r)
                 self.title_index = index
             else:
+                # Only the words of the batch's names are looked up: only they are indexed.
+                vocab = self._name_words()
+                for r in self.options:
+                    for w in r.word_set() & vocab:
+                        index.setdefault(w, []).append(r)
                 self.word_index = index
+        if not titles and not self._name_words().issuperset(parts):
+            return [r for r in self.options if may_hold(r, parts)]
         lists = [index.get(p, []) for p in parts]
         lists.sort(key=len)
         first = lists[0]
@@ -286,8 +313,8 @@ class HopLinks:
         cap = name_holder_cap(len(self.options))
         for n in self.hands(o):
             key = f" {n} "
-            titles, anywhere = self._name_holders(n)
-            if not titles or anywhere > cap:
+            titles = self._title_holders(n)
+            if not titles or self._text_holders(n) > cap:
                 continue
             strength = TITLE_NAME_LINK / titles * o.standing
             for waiting in groups:
