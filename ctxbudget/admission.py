@@ -136,16 +136,6 @@ class Option:
     util: float = 0.0
     neg_rank: int = 0
     stale: bool = True
-    #: The set :meth:`word_set` gives, once worked out.
-    word_bag: frozenset[str] | None = None
-
-    def word_set(self) -> frozenset[str]:
-        """The words of ``spaced_words`` (split once, when first needed): a phrase ``p`` of
-        words is in ``spaced_words`` as ``f" {p} "`` only if each of its words is in this set."""
-        found = self.word_bag
-        if found is None:
-            found = self.word_bag = frozenset(self.spaced_words.split())
-        return found
 
     def padded_words(self) -> str:
         """The words of the title and text joined by single spaces, with a space on either
@@ -556,7 +546,8 @@ class GreedyAdmission:
             for waiting in groups:
                 for r in waiting:
                     theirs = r.grams
-                    if theirs:
+                    # Disjoint shingles add no overlap: no intersection is built for them.
+                    if theirs and not grams.isdisjoint(theirs):
                         share = len(theirs & grams) / len(theirs)
                         if share > r.overlap:
                             r.overlap = share

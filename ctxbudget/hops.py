@@ -37,22 +37,10 @@ BRIDGE_FANOUT = RARE_NAME_HOLDERS
 
 
 def phrase_words(phrase: str) -> list[str] | None:
-    """The words of ``phrase`` when it is words joined by single spaces (so
-    ``f" {phrase} " in padded`` needs each of them among the words of ``padded``), else None."""
+    """The words of ``phrase`` when it is words joined by single spaces (so ``f" {phrase} "``
+    is found in a space-padded text only if each of them is one of its words), else None."""
     parts = phrase.split()
     return parts if parts and " ".join(parts) == phrase else None
-
-
-def may_hold(r: Option, parts: list[str] | None) -> bool:
-    """Whether ``r``'s words may hold the phrase of ``parts`` (:func:`phrase_words`): False
-    only when a word of it is not one of ``r``'s, so the phrase cannot be in its text."""
-    if parts is None:
-        return True
-    bag = r.word_set()
-    for p in parts:
-        if p not in bag:
-            return False
-    return True
 
 
 def share_name(r: Option, name: str, holders: int, standing: float = 1.0) -> None:
@@ -154,13 +142,9 @@ class HopLinks:
         self.options: Sequence[Option] = ()
         self.title_holders: dict[str, int] = {}
         self.holders: dict[str, int] = {}
-        #: Per option (by id, the option kept alive beside it), its subject's words.
-        self.subject_parts: dict[int, tuple[Option, list[str] | None]] = {}
-        #: Per word, the options whose title words or whose words hold it (built when
-        #: first needed: :meth:`_holding`).
+        #: Per word, the options whose title words hold it (built when first needed:
+        #: :meth:`_titled`).
         self.title_index: dict[str, list[Option]] | None = None
-        self.word_index: dict[str, list[Option]] | None = None
-        self.name_words: frozenset[str] | None = None
 
     def link_from(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
@@ -217,25 +201,13 @@ class HopLinks:
         (:meth:`link_from`)."""
         if own in r.names:
             share_name(r, own, r.names[own], o.standing)
-        elif (
-            not o.named
-            and may_hold(r, self._subject_words(o, own))
-            and o.subject_key in r.spaced_words
-            and own in name_phrases(r.text)
-        ):
+        elif not o.named and o.subject_key in r.spaced_words and own in name_phrases(r.text):
             # The name is the admitted item's title, which its own text may write otherwise
             # ('Benjamin Andrew "Ben" Stokes'): its holders are counted among titles and
             # texts, and too common a name links nothing.
             anywhere = self._text_holders(own)
             if anywhere <= name_holder_cap(len(self.options)):
                 share_name(r, own, anywhere, o.standing)
-
-    def _subject_words(self, o: Option, subject: str) -> list[str] | None:
-        """:func:`phrase_words` of ``o``'s subject, split once per option."""
-        found = self.subject_parts.get(id(o))
-        if found is None:
-            found = self.subject_parts[id(o)] = (o, phrase_words(subject))
-        return found[1]
 
     def _title_holders(self, name: str) -> int:
         """How many options' titles hold ``name`` (as whole words); counted once per name,
@@ -246,61 +218,41 @@ class HopLinks:
             parts = phrase_words(name)
             found = self.title_holders[name] = sum(
                 1
-                for r in (self.options if parts is None else self._holding(parts, True))
+                for r in (self.options if parts is None else self._titled(parts))
                 if key in r.subject_key
             )
         return found
 
     def _text_holders(self, name: str) -> int:
         """How many options' titles or texts hold ``name`` (as whole words); counted once
-        per name, in only the texts holding every word of it."""
+        per name."""
         found = self.holders.get(name)
         if found is None:
             key = f" {name} "
-            parts = phrase_words(name)
-            found = self.holders[name] = sum(
-                1
-                for r in (self.options if parts is None else self._holding(parts, False))
-                if key in r.spaced_words
-            )
+            found = self.holders[name] = sum(1 for r in self.options if key in r.spaced_words)
         return found
 
-    def _name_words(self) -> frozenset[str]:
-        """The words of the names of the batch's texts (:func:`name_phrases`)."""
-        found = self.name_words
-        if found is None:
-            found = self.name_words = frozenset(
-                w for r in self.options for n in name_phrases(r.text) for w in n.split()
-            )
-        return found
-
-    def _holding(self, parts: list[str], titles: bool) -> list[Option]:
-        """The options whose title words (``titles``) or words hold every word of
-        ``parts``: the only ones whose title or text can hold the phrase of them."""
-        index = self.title_index if titles else self.word_index
+    def _titled(self, parts: list[str]) -> list[Option]:
+        """The options whose title words hold every word of ``parts``: the only ones whose
+        title can hold the phrase of them."""
+        index = self.title_index
         if index is None:
-            index = {}
-            if titles:
-                for r in self.options:
-                    for w in set(r.subject_key.split()):
-                        index.setdefault(w, []).append(r)
-                self.title_index = index
-            else:
-                # Only the words of the batch's names are looked up: only they are indexed.
-                vocab = self._name_words()
-                for r in self.options:
-                    for w in r.word_set() & vocab:
-                        index.setdefault(w, []).append(r)
-                self.word_index = index
-        if not titles and not self._name_words().issuperset(parts):
-            return [r for r in self.options if may_hold(r, parts)]
-        lists = [index.get(p, []) for p in parts]
-        lists.sort(key=len)
-        first = lists[0]
-        if len(lists) == 1 or not first:
-            return first
-        rest = [{id(r) for r in found} for found in lists[1:]]
-        return [r for r in first if all(id(r) in ids for ids in rest)]
+            index = self.title_index = {}
+            for r in self.options:
+                for w in set(r.subject_key.split()):
+                    index.setdefault(w, []).append(r)
+        first = index.get(parts[0])
+        if not first:
+            return []
+        for p in parts[1:]:
+            more = index.get(p)
+            if not more:
+                return []
+            if len(more) < len(first):
+                first, more = more, first
+            ids = {id(r) for r in more}
+            first = [r for r in first if id(r) in ids]
+        return first
 
     def _hand_to_titles(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items whose title holds, as a part of it, a name admitted ``o``
