@@ -138,9 +138,7 @@ def distinctive_names(
 
 #: The last items :func:`distinctive_names` answered for, whether only shared names were
 #: asked for, and its answer (one entry).
-_LAST_NAMES: dict[
-    str, tuple[tuple[ConsolidatedItem, ...], bool, list[dict[str, int]]]
-] = {}
+_LAST_NAMES: dict[str, tuple[tuple[ConsolidatedItem, ...], bool, list[dict[str, int]]]] = {}
 
 
 def _distinctive_names(
