@@ -546,7 +546,8 @@ class GreedyAdmission:
             for waiting in groups:
                 for r in waiting:
                     theirs = r.grams
-                    if theirs:
+                    # Disjoint shingles add no overlap: no intersection is built for them.
+                    if theirs and not grams.isdisjoint(theirs):
                         share = len(theirs & grams) / len(theirs)
                         if share > r.overlap:
                             r.overlap = share

@@ -117,7 +117,33 @@ def distinctive_names(
     each with the number of articles holding it (:func:`holder_key`: the items of one title
     count once): what a hop passes on. A one-word name every
     holder uses as a modifier (:func:`modifier_only`: "a Canadian author") is left out. With
-    ``shared_only``, only the names another item holds too."""
+    ``shared_only``, only the names another item holds too.
+
+    Selection asks this of a batch's eligible items and then (for its excerpts) of all its
+    items, most often the very same items: the answer for the last items asked is kept, by
+    the identity of each (frozen) item, and handed out as fresh dicts."""
+    last = _LAST_NAMES.get("names")
+    if (
+        last is not None
+        and last[1] == shared_only
+        and len(last[0]) == len(items)
+        and all(a is b for a, b in zip(last[0], items, strict=True))
+    ):
+        return [dict(d) for d in last[2]]
+    out = _distinctive_names(items, shared_only=shared_only)
+    # holding the items keeps them alive, so their identities cannot pass to other ones
+    _LAST_NAMES["names"] = (tuple(items), shared_only, out)
+    return [dict(d) for d in out]
+
+
+#: The last items :func:`distinctive_names` answered for, whether only shared names were
+#: asked for, and its answer (one entry).
+_LAST_NAMES: dict[str, tuple[tuple[ConsolidatedItem, ...], bool, list[dict[str, int]]]] = {}
+
+
+def _distinctive_names(
+    items: Sequence[ConsolidatedItem], *, shared_only: bool
+) -> list[dict[str, int]]:
     found = [name_phrases(it.text) for it in items]
     holders: dict[str, int] = {}
     articles: dict[str, set[str]] = {}

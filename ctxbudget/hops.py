@@ -36,6 +36,13 @@ if TYPE_CHECKING:  # annotations only: the admission imports this module
 BRIDGE_FANOUT = RARE_NAME_HOLDERS
 
 
+def phrase_words(phrase: str) -> list[str] | None:
+    """The words of ``phrase`` when it is words joined by single spaces (so ``f" {phrase} "``
+    is found in a space-padded text only if each of them is one of its words), else None."""
+    parts = phrase.split()
+    return parts if parts and " ".join(parts) == phrase else None
+
+
 def share_name(r: Option, name: str, holders: int, standing: float = 1.0) -> None:
     """Link waiting ``r`` by ``name``, held by ``holders`` items, when that link is stronger
     than the one it has (the rarer the name, the stronger the link); ``standing`` is that of
@@ -130,9 +137,14 @@ class HopLinks:
         #: The names an admitted option hands to the titles that hold them (default: none).
         self.hands = hands
         #: Every option of the batch (set when the admission starts), and per name handed
-        #: to titles, how many titles and how many titles or texts hold it.
+        #: to titles, how many titles and how many titles or texts hold it (counted when
+        #: first needed).
         self.options: Sequence[Option] = ()
-        self.holders: dict[str, tuple[int, int]] = {}
+        self.title_holders: dict[str, int] = {}
+        self.holders: dict[str, int] = {}
+        #: Per word, the options whose title words hold it (built when first needed:
+        #: :meth:`_titled`).
+        self.title_index: dict[str, list[Option]] | None = None
 
     def link_from(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
@@ -193,20 +205,54 @@ class HopLinks:
             # The name is the admitted item's title, which its own text may write otherwise
             # ('Benjamin Andrew "Ben" Stokes'): its holders are counted among titles and
             # texts, and too common a name links nothing.
-            anywhere = self._name_holders(own)[1]
+            anywhere = self._text_holders(own)
             if anywhere <= name_holder_cap(len(self.options)):
                 share_name(r, own, anywhere, o.standing)
 
-    def _name_holders(self, name: str) -> tuple[int, int]:
-        """How many options' titles hold ``name`` (as whole words), and how many options'
-        titles or texts do; counted once per name."""
+    def _title_holders(self, name: str) -> int:
+        """How many options' titles hold ``name`` (as whole words); counted once per name,
+        in only the titles holding every word of it."""
+        found = self.title_holders.get(name)
+        if found is None:
+            key = f" {name} "
+            parts = phrase_words(name)
+            found = self.title_holders[name] = sum(
+                1
+                for r in (self.options if parts is None else self._titled(parts))
+                if key in r.subject_key
+            )
+        return found
+
+    def _text_holders(self, name: str) -> int:
+        """How many options' titles or texts hold ``name`` (as whole words); counted once
+        per name."""
         found = self.holders.get(name)
         if found is None:
             key = f" {name} "
-            titles = sum(1 for r in self.options if key in r.subject_key)
-            anywhere = sum(1 for r in self.options if key in r.spaced_words)
-            found = self.holders[name] = (titles, anywhere)
+            found = self.holders[name] = sum(1 for r in self.options if key in r.spaced_words)
         return found
+
+    def _titled(self, parts: list[str]) -> list[Option]:
+        """The options whose title words hold every word of ``parts``: the only ones whose
+        title can hold the phrase of them."""
+        index = self.title_index
+        if index is None:
+            index = self.title_index = {}
+            for r in self.options:
+                for w in set(r.subject_key.split()):
+                    index.setdefault(w, []).append(r)
+        first = index.get(parts[0])
+        if not first:
+            return []
+        for p in parts[1:]:
+            more = index.get(p)
+            if not more:
+                return []
+            if len(more) < len(first):
+                first, more = more, first
+            ids = {id(r) for r in more}
+            first = [r for r in first if id(r) in ids]
+        return first
 
     def _hand_to_titles(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items whose title holds, as a part of it, a name admitted ``o``
@@ -219,8 +265,8 @@ class HopLinks:
         cap = name_holder_cap(len(self.options))
         for n in self.hands(o):
             key = f" {n} "
-            titles, anywhere = self._name_holders(n)
-            if not titles or anywhere > cap:
+            titles = self._title_holders(n)
+            if not titles or self._text_holders(n) > cap:
                 continue
             strength = TITLE_NAME_LINK / titles * o.standing
             for waiting in groups:

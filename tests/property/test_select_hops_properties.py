@@ -6,12 +6,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxbudget.hops import HopLinks
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore
 from ctxbudget.schemas import Candidate
 from ctxbudget.testing import batch, candidate
 from ctxbudget.tokens import TokenizerRegistry
 from tests.paths import REPO
+from tests.unit.admission_options import option
 
 FILLER = " ".join(
     f"Part {i} of the survey covers the harbour and the river trade." for i in range(4)
@@ -54,3 +56,28 @@ def test_hop_links_do_not_depend_on_candidate_order(order: list[int], limit: int
     pack = PIPELINE.run(batch(cands, query=QUESTION, input_limit=limit, reserve_tokens=300)).pack
     assert pack.rendered == REFERENCE[limit].pack.rendered
     assert pack.evidence_tokens <= pack.budget.evidence_budget
+
+
+_WORDS = st.sampled_from(["new", "york", "of", "history", "old", "ork", "n"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    titles=st.lists(st.lists(_WORDS, min_size=1, max_size=4), min_size=1, max_size=6),
+    name=st.lists(_WORDS, min_size=1, max_size=3),
+    spacing=st.sampled_from([" ", "  "]),
+)
+def test_title_holders_match_a_search_of_every_title(
+    titles: list[list[str]], name: list[str], spacing: str
+) -> None:
+    """The titles found holding a name through the index of title words are exactly those a
+    search of every title finds (so the title links, and the packs, are as before)."""
+    options = [
+        option(k, subject=" ".join(t), subject_key=f" {' '.join(t)} ", spaced_words="  ")
+        for k, t in enumerate(titles)
+    ]
+    run = HopLinks()
+    run.options = options
+    phrase = spacing.join(name)
+    key = f" {phrase} "
+    assert run._title_holders(phrase) == sum(1 for r in options if key in r.subject_key)

@@ -69,3 +69,47 @@ def test_hop_sentences_carry_the_question_or_the_link() -> None:
     assert hop == [" lisbon is a port ", " the painter was born near porto "]
     o.names = {"porto": 2, "faro": 2}
     assert passer(analyse, frozenset({"born"}))(o) == {"porto": 2}
+
+
+def _holders_by_scan(options: list[Option], name: str) -> tuple[int, int]:
+    key = f" {name} "
+    return (
+        sum(1 for r in options if key in r.subject_key),
+        sum(1 for r in options if key in r.spaced_words),
+    )
+
+
+def test_title_holders_are_the_titles_holding_the_name_as_a_phrase() -> None:
+    """A name's title holders are the titles holding its words in order as whole words
+    ("York New" holds the words of "new york" but not the name), as a search of every title
+    counts them; a name of irregular spacing is searched for in every title."""
+    options = [
+        _option(0, "New York", "New York is a city"),
+        _option(1, "History of New York", "The history of the city"),
+        _option(2, "York New", "A made-up title"),
+        _option(3, "Newark", "Newark is near New York"),
+        _option(4, "York", "York is in England"),
+    ]
+    run = HopLinks()
+    run.options = options
+    for name in ("new york", "york", "new", "york new", "newark", "new  york", "paris", "ork"):
+        assert (run._title_holders(name), run._text_holders(name)) == _holders_by_scan(
+            options, name
+        ), name
+    assert run._title_holders("new york") == 2
+
+
+def test_a_name_no_title_holds_never_has_its_texts_searched() -> None:
+    """Handing names to titles counts a name's text holders only when some title holds it:
+    a name no title holds links nothing, whatever the texts."""
+    options = [
+        _option(0, "Signmark", "Signmark is a rapper from Helsinki and Vantaa"),
+        _option(1, "History of Helsinki", "The history of the city"),
+        _option(2, "Espoo", "Espoo lies west of Helsinki"),
+    ]
+    run = HopLinks(hands=lambda o: ("helsinki", "vantaa"))
+    run.options = options
+    run.link_from(options[0], [options[1:]])
+    assert "vantaa" not in run.holders and run.title_holders["vantaa"] == 0
+    assert options[1].title_name == "helsinki" and options[1].title_link == 1.0
+    assert options[2].title_name is None
