@@ -192,8 +192,6 @@ UNMIRRORED = {
     "test_conformal_monitor.py",
     "limit_settings": "the workers' limit settings, tested in test_worker_limits.py",
     "native": "the compiled hot path: test_native_loader.py and tests/property/test_native_*.py",
-    "near_duplicates": "the pairing behind consolidation, tested in test_consolidate.py and "
-    "tests/property/test_consolidate_properties.py",
     "resources": "packaged data lookup, tested in test_operable.py",
     "trace": "the trace records, tested in test_cut.py",
 }
