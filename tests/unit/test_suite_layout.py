@@ -192,7 +192,6 @@ UNMIRRORED = {
     "test_conformal_monitor.py",
     "limit_settings": "the workers' limit settings, tested in test_worker_limits.py",
     "native": "the compiled hot path: test_native_loader.py and tests/property/test_native_*.py",
-    "resources": "packaged data lookup, tested in test_operable.py",
 }
 
 
