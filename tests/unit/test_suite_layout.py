@@ -190,7 +190,6 @@ UNMIRRORED = {
     "filters": "conformal filters, tested end to end in tests/e2e/test_conformal_pack.py",
     "labels": "the label record, tested where it is read: test_coverage.py, "
     "test_conformal_monitor.py",
-    "limit_settings": "the workers' limit settings, tested in test_worker_limits.py",
     "native": "the compiled hot path: test_native_loader.py and tests/property/test_native_*.py",
 }
 
