@@ -186,7 +186,6 @@ UNMIRRORED = {
     "__main__": "`python -m ctxbudget` only calls the CLI, tested in test_cli_*.py",
     "compare": "tested by aspect: test_compare_answers.py and test_compare_drops.py",
     "errors": "the exception types, raised and caught in the tests of every stage",
-    "evaluation": "the conformal evaluation harness, tested in test_conformal.py",
     "filters": "conformal filters, tested end to end in tests/e2e/test_conformal_pack.py",
     "labels": "the label record, tested where it is read: test_coverage.py, "
     "test_conformal_monitor.py",
