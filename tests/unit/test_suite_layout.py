@@ -187,8 +187,6 @@ UNMIRRORED = {
     "compare": "tested by aspect: test_compare_answers.py and test_compare_drops.py",
     "errors": "the exception types, raised and caught in the tests of every stage",
     "filters": "conformal filters, tested end to end in tests/e2e/test_conformal_pack.py",
-    "labels": "the label record, tested where it is read: test_coverage.py, "
-    "test_conformal_monitor.py",
     "native": "the compiled hot path: test_native_loader.py and tests/property/test_native_*.py",
 }
 
