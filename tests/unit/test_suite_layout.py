@@ -186,7 +186,6 @@ UNMIRRORED = {
     "__main__": "`python -m ctxbudget` only calls the CLI, tested in test_cli_*.py",
     "compare": "tested by aspect: test_compare_answers.py and test_compare_drops.py",
     "errors": "the exception types, raised and caught in the tests of every stage",
-    "filters": "conformal filters, tested end to end in tests/e2e/test_conformal_pack.py",
     "native": "the compiled hot path: test_native_loader.py and tests/property/test_native_*.py",
 }
 
