@@ -5,16 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxbudget import schemas
 from ctxbudget.conformal import CalibrationFile, RerankScorer, calibrate
-from ctxbudget.schemas import (
-    AnswerContract,
-    Candidate,
-    CandidateBatch,
-    Labels,
-    ModelSpec,
-    Principal,
-    Query,
-)
+from ctxbudget.schemas import CandidateBatch
 
 HASH = "0" * 64
 
@@ -36,7 +29,7 @@ def batch(
         meta = {"query_embedding": list(query_embedding)} if query_embedding and i == 0 else {}
         emb = embeddings[i] if embeddings is not None else None
         candidates.append(
-            Candidate(
+            schemas.Candidate(
                 chunk_id=f"{request_id}-{i}",
                 doc_id=f"d-{request_id}",
                 source_id="s",
@@ -47,15 +40,15 @@ def batch(
                 metadata=meta,
             )
         )
-    return CandidateBatch(
+    return schemas.CandidateBatch(
         request_id=request_id,
         tenant_id="t",
-        principal=Principal(tenant_id="t"),
-        query=Query(text=f"question {request_id}", class_hint=class_hint),
-        model=ModelSpec(name="m", input_limit=8192),
-        answer_contract=AnswerContract(kind="short_fact"),
+        principal=schemas.Principal(tenant_id="t"),
+        query=schemas.Query(text=f"question {request_id}", class_hint=class_hint),
+        model=schemas.ModelSpec(name="m", input_limit=8192),
+        answer_contract=schemas.AnswerContract(kind="short_fact"),
         candidates=tuple(candidates),
-        labels=Labels(relevant_chunk_ids=tuple(f"{request_id}-{i}" for i in relevant))
+        labels=schemas.Labels(relevant_chunk_ids=tuple(f"{request_id}-{i}" for i in relevant))
         if labelled
         else None,
     )
