@@ -1,4 +1,4 @@
-"""Unit tests of the conformal filter, its calibration file, the evaluation and the CLI."""
+"""Unit tests of the conformal filter, its calibration file and the CLI."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from ctxbudget.conformal import (
     POOLED,
     AutoScorer,
     CalibrationError,
-    CalibrationFile,
     ConformalFilter,
     EmbeddingScorer,
     RerankScorer,
@@ -34,78 +33,9 @@ from ctxbudget.conformal import (
     save_calibration,
     split_by_query,
 )
-from ctxbudget.evaluation import evaluate, render_table
-from ctxbudget.schemas import (
-    AnswerContract,
-    Candidate,
-    CandidateBatch,
-    Labels,
-    ModelSpec,
-    Principal,
-    Query,
-)
-
-HASH = "0" * 64
-
-
-def batch(
-    request_id: str,
-    rerank: Sequence[float | None],
-    relevant: Sequence[int] = (),
-    *,
-    retrieval: Sequence[float | None] | None = None,
-    class_hint: str | None = None,
-    labelled: bool = True,
-    embeddings: Sequence[Sequence[float] | None] | None = None,
-    query_embedding: Sequence[float] | None = None,
-) -> CandidateBatch:
-    """A small labelled batch: candidate i has rerank score rerank[i]."""
-    candidates = []
-    for i, score in enumerate(rerank):
-        meta = {"query_embedding": list(query_embedding)} if query_embedding and i == 0 else {}
-        emb = embeddings[i] if embeddings is not None else None
-        candidates.append(
-            Candidate(
-                chunk_id=f"{request_id}-{i}",
-                doc_id=f"d-{request_id}",
-                source_id="s",
-                text="x" * (8 * (i + 1)),
-                rerank_score=score,
-                retrieval_score=retrieval[i] if retrieval is not None else None,
-                embedding=tuple(emb) if emb is not None else None,
-                metadata=meta,
-            )
-        )
-    return CandidateBatch(
-        request_id=request_id,
-        tenant_id="t",
-        principal=Principal(tenant_id="t"),
-        query=Query(text=f"question {request_id}", class_hint=class_hint),
-        model=ModelSpec(name="m", input_limit=8192),
-        answer_contract=AnswerContract(kind="short_fact"),
-        candidates=tuple(candidates),
-        labels=Labels(relevant_chunk_ids=tuple(f"{request_id}-{i}" for i in relevant))
-        if labelled
-        else None,
-    )
-
-
-def by_hint(b: CandidateBatch) -> str:
-    return b.query.class_hint or "point_lookup"
-
-
-def simple_calibration(**kwargs: object) -> CalibrationFile:
-    """Ten queries; query i has one relevant passage with rerank score i (non-conformity -i)."""
-    batches = [batch(f"q{i:02d}", [float(i), -100.0], [0]) for i in range(10)]
-    args: dict[str, object] = {
-        "alphas": (0.05, 0.5),
-        "scorer": RerankScorer(),
-        "data_hash": HASH,
-        "created": "2025-01-01",
-    }
-    args.update(kwargs)
-    return calibrate(batches, **args)  # type: ignore[arg-type]
-
+from ctxbudget.evaluation import evaluate
+from ctxbudget.schemas import CandidateBatch
+from tests.unit.conformal_batches import HASH, batch, by_hint, simple_calibration
 
 # ---------------------------------------------------------------- the quantile
 
@@ -489,36 +419,6 @@ def test_filter_with_embedding_scorer_binds_to_each_batch() -> None:
     assert f.apply(test, None).kept == ("t-0",)
     assert f.keep(test.query, test.candidates[1], None) is True  # unbound: unscored, kept
     assert f.n_unscored_kept == 1
-
-
-# ---------------------------------------------------------------- evaluation
-
-
-def test_evaluate_reports_coverage_removal_tokens_and_baselines() -> None:
-    """Figures on a tiny held-out set match a hand count."""
-    cal = simple_calibration()
-    test = [batch("t1", [9.0, 0.0], [0]), batch("t2", [3.0, 8.0], [0])]
-    report = evaluate(test, cal, classify=by_hint, alphas=[0.5])
-    conf = next(r for r in report.rows if r.method == "conformal")
-    tau = ConformalFilter(cal, alpha=0.5).threshold_for(None).threshold  # -4.5 -> -5 (rank 6)
-    kept = [s <= tau for s in (-9.0, -0.0, -3.0, -8.0)]
-    assert conf.n_relevant == 2
-    assert conf.n_relevant_kept == kept[0] + kept[2]
-    assert conf.n_removed == 4 - sum(kept)
-    assert report.token_estimate.startswith("ceil(len(text)/")
-    assert conf.tokens_total == 2 * (2 + 4)
-    assert {r.method for r in report.rows} == {"conformal", "top_k", "fixed_threshold"}
-    text = render_table(report)
-    assert "coverage" in text and "top_k" in text and "fixed_threshold" in text
-
-
-def test_evaluate_uses_given_token_counts_and_says_so() -> None:
-    """candidate.tokens wins over the estimate, and the report states the source."""
-    b = batch("t", [1.0], [0])
-    b = b.model_copy(update={"candidates": (b.candidates[0].model_copy(update={"tokens": 77}),)})
-    report = evaluate([b], simple_calibration(), classify=by_hint, alphas=[0.5])
-    assert report.token_estimate == "candidate.tokens"
-    assert report.rows[0].tokens_total == 77
 
 
 # ---------------------------------------------------------------- CLI

@@ -262,20 +262,6 @@ def test_control_show_starts_from_the_same_state_as_the_workers(
 # -- shipped data from anywhere ---------------------------------------------------------------
 
 
-def test_shipped_data_falls_back_to_the_package_copy(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """Outside a checkout, the default look-ups use ctxbudget/_data (the wheel's copy)."""
-    from ctxbudget import resources
-    from ctxbudget.policy import default_policies_dir
-
-    assert resources.shipped("policies") == REPO / "policies"
-    monkeypatch.setattr(resources, "SOURCE_TREE", tmp_path / "site-packages")
-    monkeypatch.setattr(resources, "PACKAGE_DATA", tmp_path / "ctxbudget" / "_data")
-    assert default_policies_dir() == tmp_path / "ctxbudget" / "_data" / "policies"
-    assert resources.shipped("topics") == tmp_path / "ctxbudget" / "_data" / "topics"
-
-
 def test_the_wheel_carries_the_data_folders() -> None:
     """The wheel force-includes policies, topics and the example batches under ctxbudget/_data."""
     import tomllib

@@ -1,25 +1,12 @@
-"""The admission stage (ctxbudget.stages.select): comparison options, sub-question coverage,
-the per-source cap, links to the next hop, and excerpts under budget pressure."""
+"""The admission stage (ctxbudget.stages.select): a passage per comparison option,
+sub-question coverage, the per-source cap, links to the next hop, and excerpts under budget
+pressure."""
 
 from __future__ import annotations
 
 from ctxbudget.envelope import parse
 from ctxbudget.pipeline import Pipeline
-from ctxbudget.query import comparison_options
 from ctxbudget.testing import batch, candidate
-
-
-def test_comparison_options_drop_the_shared_words() -> None:
-    """'Basic plan vs Pro plan' compares Basic and Pro, not plans."""
-    assert comparison_options("Compare the Basic plan vs the Pro plan") == [
-        frozenset({"basic"}),
-        frozenset({"pro"}),
-    ]
-    assert comparison_options("difference between postgres and mysql") == [
-        frozenset({"postgres"}),
-        frozenset({"mysql"}),
-    ]
-    assert comparison_options("what is postgres") == []
 
 
 def test_a_comparison_gets_a_passage_for_each_option(pipeline: Pipeline) -> None:
@@ -97,27 +84,6 @@ def test_per_source_cap_lets_other_sources_go_first(pipeline: Pipeline) -> None:
     order = [items[a.item].chunk_ids[0] for a in sorted(packed.admitted, key=lambda a: a.rank)]
     # aggregation caps a source at one item: b0 comes before a1..a3 despite its low score
     assert order[:2] == ["a0", "b0"] and sorted(order[2:]) == ["a1", "a2", "a3"]
-
-
-def test_comparison_options_read_the_names() -> None:
-    """The options of a comparison are the names compared, multi-word names whole."""
-    assert comparison_options("Who is older, Sid Haig or Vic Darchinyan?") == [
-        frozenset({"sid", "haig"}),
-        frozenset({"vic", "darchinyan"}),
-    ]
-    assert comparison_options("Are Medici and Senet both board games?") == [
-        frozenset({"medici"}),
-        frozenset({"senet"}),
-    ]
-
-
-def test_a_parenthetical_qualifier_does_not_hide_an_option() -> None:
-    """ "North Marion High School (Oregon) and Seoul High School": the first option is the
-    school, not its qualifier."""
-    options = comparison_options(
-        "Are North Marion High School (Oregon) and Seoul High School both in the same country?"
-    )
-    assert options and "oregon" not in options[0] and "marion" in options[0]
 
 
 def _para(title: str, text: str, score: float) -> object:

@@ -178,3 +178,29 @@ def test_each_stage_has_a_unit_test_module_named_for_it() -> None:
         module = TESTS / "unit" / f"test_{stage}.py"
         assert module.is_file(), f"no {module.relative_to(REPO)} for ctxbudget/stages/{stage}.py"
         assert list(_test_functions(_tree(module))), f"{module.relative_to(REPO)} holds no test"
+
+
+#: Top-level modules of ctxbudget/ with no test module named for them, and why.
+UNMIRRORED = {
+    "__init__": "the package's exports: every test imports through it",
+    "__main__": "`python -m ctxbudget` only calls the CLI, tested in test_cli_*.py",
+    "compare": "tested by aspect: test_compare_answers.py and test_compare_drops.py",
+    "errors": "the exception types, raised and caught in the tests of every stage",
+    "native": "the compiled hot path: test_native_loader.py and tests/property/test_native_*.py",
+}
+
+
+def test_each_top_level_module_has_a_test_module_named_for_it() -> None:
+    """``ctxbudget/<module>.py`` has ``tests/unit/test_<module>.py`` or
+    ``tests/property/test_<module>_properties.py``, unless listed with the reason."""
+    modules = sorted(p.stem for p in (REPO / "ctxbudget").glob("*.py"))
+    assert {"budget", "query", "ranking"} <= set(modules)
+    missing = []
+    for module in modules:
+        unit = TESTS / "unit" / f"test_{module}.py"
+        prop = TESTS / "property" / f"test_{module}_properties.py"
+        named = [p for p in (unit, prop) if p.is_file() and list(_test_functions(_tree(p)))]
+        if bool(named) == (module in UNMIRRORED):
+            missing.append(module)
+    assert missing == [], f"mirror these, or list (or unlist) them in UNMIRRORED: {missing}"
+    assert set(UNMIRRORED) <= set(modules), set(UNMIRRORED) - set(modules)
