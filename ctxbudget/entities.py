@@ -47,17 +47,21 @@ def subject_alias(title: str | None) -> str | None:
     return " ".join(head)
 
 
-def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
+def subject_links(
+    items: Sequence[ConsolidatedItem], names: Sequence[dict[str, int]] | None = None
+) -> tuple[str, ...]:
     """What a sentence can name to carry the question on to another passage, as
     space-padded phrases, sorted and distinct: the entities the items are about (their
     titles) and the distinctive names at least two of them share (:func:`distinctive_names`).
 
-    Selection and compression of one batch ask this of the very same tuple of items (in
-    one process): the answer for the last tuple asked is kept, by identity."""
+    ``names``: ``distinctive_names(items, shared_only=True)`` when the caller has read them
+    already (selection, when every item is eligible). Selection and compression of one batch
+    ask this of the very same tuple of items (in one process): the answer for the last tuple
+    asked is kept, by identity."""
     last = _LAST_LINKS.get("links")
     if last is not None and last[0] is items:
         return last[1]
-    links = _subject_links(items)
+    links = _subject_links(items, names)
     if type(items) is tuple:  # immutable, of frozen items: the same object, the same answer
         # holding the tuple keeps it alive, so its identity cannot pass to another one
         _LAST_LINKS["links"] = (items, links)
@@ -68,12 +72,16 @@ def subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
 _LAST_LINKS: dict[str, tuple[tuple[ConsolidatedItem, ...], tuple[str, ...]]] = {}
 
 
-def _subject_links(items: Sequence[ConsolidatedItem]) -> tuple[str, ...]:
+def _subject_links(
+    items: Sequence[ConsolidatedItem], names: Sequence[dict[str, int]] | None = None
+) -> tuple[str, ...]:
     subjects = {subject_of(it.title) for it in items}
     subjects.discard(None)
     shared: set[str] = set()
-    for names in distinctive_names(items, shared_only=True):
-        shared.update(n for n, k in names.items() if linkable(n, k))
+    if names is None:
+        names = distinctive_names(items, shared_only=True)
+    for per_item in names:
+        shared.update(n for n, k in per_item.items() if linkable(n, k))
     return tuple(sorted({f" {s} " for s in subjects if s is not None} | {f" {n} " for n in shared}))
 
 
@@ -117,33 +125,7 @@ def distinctive_names(
     each with the number of articles holding it (:func:`holder_key`: the items of one title
     count once): what a hop passes on. A one-word name every
     holder uses as a modifier (:func:`modifier_only`: "a Canadian author") is left out. With
-    ``shared_only``, only the names another item holds too.
-
-    Selection asks this of a batch's eligible items and then (for its excerpts) of all its
-    items, most often the very same items: the answer for the last items asked is kept, by
-    the identity of each (frozen) item, and handed out as fresh dicts."""
-    last = _LAST_NAMES.get("names")
-    if (
-        last is not None
-        and last[1] == shared_only
-        and len(last[0]) == len(items)
-        and all(a is b for a, b in zip(last[0], items, strict=True))
-    ):
-        return [dict(d) for d in last[2]]
-    out = _distinctive_names(items, shared_only=shared_only)
-    # holding the items keeps them alive, so their identities cannot pass to other ones
-    _LAST_NAMES["names"] = (tuple(items), shared_only, out)
-    return [dict(d) for d in out]
-
-
-#: The last items :func:`distinctive_names` answered for, whether only shared names were
-#: asked for, and its answer (one entry).
-_LAST_NAMES: dict[str, tuple[tuple[ConsolidatedItem, ...], bool, list[dict[str, int]]]] = {}
-
-
-def _distinctive_names(
-    items: Sequence[ConsolidatedItem], *, shared_only: bool
-) -> list[dict[str, int]]:
+    ``shared_only``, only the names another item holds too."""
     found = [name_phrases(it.text) for it in items]
     holders: dict[str, int] = {}
     articles: dict[str, set[str]] = {}

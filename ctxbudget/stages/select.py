@@ -116,8 +116,14 @@ class EvidenceSelector:
                     fates[i] = "conformal"
             eligible = kept
         qterms = content_terms(query.text)
+        # The names the question does not say: what an admitted passage hands to the next hop.
+        names_of = (
+            distinctive_names([items[i] for i in eligible], shared_only=True)
+            if rules.weights.link > 0
+            else None
+        )
         options = self._build_options(
-            items, eligible, qterms, query, routed.query_class, routed.flags
+            items, eligible, qterms, query, routed.query_class, routed.flags, names_of
         )
         for o in options:
             if o.rel < rules.min_relevance:
@@ -129,7 +135,8 @@ class EvidenceSelector:
             routed.budget.evidence_budget,
             qterms,
             facets,
-            self._stepper(items, qterms, rules),
+            # every item eligible: the excerpts' links read the same names
+            self._stepper(items, qterms, rules, names_of if len(eligible) == len(items) else None),
             passer(self.analyse, qterms),
             receiver(self.analyse, qterms),
             hander(self.analyse, qterms, _padded(fold_accents(query.text))),
@@ -169,6 +176,7 @@ class EvidenceSelector:
         query: Query,
         query_class: str,
         flags: Sequence[CandidateFate] = (),
+        names_of: Sequence[dict[str, int]] | None = None,
     ) -> list[Option]:
         scores = [s for s in (items[i].score for i in eligible) if s is not None]
         lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
@@ -185,10 +193,6 @@ class EvidenceSelector:
         # Each query term with a space on either side, in a fixed order.
         qkeys = [(t, f" {t} ") for t in sorted(qterms)]
         flagged_auth = bool(flagged)
-        # The names the question does not say: what an admitted passage hands to the next hop.
-        names_of = (
-            distinctive_names([items[i] for i in eligible], shared_only=True) if linking else []
-        )
         out: list[Option] = []
         append = out.append
         for rank, (i, grams) in enumerate(zip(eligible, all_grams, strict=True)):
@@ -241,7 +245,7 @@ class EvidenceSelector:
                         fold_accents(subject_key) in qpadded
                         or (bool(alias_key) and fold_accents(alias_key) in qpadded)
                     ),
-                    names=passed_names(names_of[rank], qpadded) if linking else {},
+                    names=passed_names(names_of[rank], qpadded) if names_of is not None else {},
                 )
             )
         named = {o.subject for o in out if o.named and o.subject is not None}
@@ -255,13 +259,17 @@ class EvidenceSelector:
         return out
 
     def _stepper(
-        self, items: Sequence[ConsolidatedItem], qterms: frozenset[str], rules: ClassPolicy
+        self,
+        items: Sequence[ConsolidatedItem],
+        qterms: frozenset[str],
+        rules: ClassPolicy,
+        names: Sequence[dict[str, int]] | None = None,
     ) -> Callable[[Option, int], tuple[int, ...]] | None:
         """How an option's excerpt sizes are worked out, given the fewest sentences an
         excerpt of it may keep (None: the class takes no excerpts)."""
         if not rules.compression or rules.excerpt_sentences <= 0:
             return None
-        links = subject_links(items)
+        links = subject_links(items, names)
         qstems = query_stems(qterms)
 
         def steps(o: Option, wanted: int) -> tuple[int, ...]:

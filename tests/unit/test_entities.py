@@ -105,30 +105,12 @@ def test_untitled_items_hold_names_each_by_themselves(pipeline: Pipeline) -> Non
     assert entities.holder_key(_consolidated(pipeline, rows)[0], 7) == "#7"
 
 
-def test_distinctive_names_of_the_same_items_are_read_once(pipeline: Pipeline) -> None:
-    """Asked again of the very same items (a new list of them), the distinctive names are
-    the kept answer, equal to a fresh reading, and handed out as fresh dicts: a caller
-    changing its answer cannot change the next one."""
-    items = _items(pipeline)
-    first = entities.distinctive_names(list(items), shared_only=True)
-    assert first == entities._distinctive_names(items, shared_only=True)
-    assert any("kellinghusen" in names for names in first)
-    kept = entities._LAST_NAMES["names"]
-    first[0].clear()
-    again = entities.distinctive_names(list(items), shared_only=True)
-    assert entities._LAST_NAMES["names"] is kept
-    assert again == entities._distinctive_names(items, shared_only=True)
-    assert again[0]
-
-
-def test_distinctive_names_follow_the_items_and_the_option_asked(pipeline: Pipeline) -> None:
-    """Other items, or the same items with the other ``shared_only``, are worked out again."""
-    items = _items(pipeline)
-    entities.distinctive_names(items, shared_only=True)
-    assert entities.distinctive_names(items) == entities._distinctive_names(
-        items, shared_only=False
-    )
-    fewer = items[:2]
-    assert entities.distinctive_names(fewer, shared_only=True) == (
-        entities._distinctive_names(fewer, shared_only=True)
-    )
+def test_subject_links_from_names_read_already_equal_a_fresh_reading(pipeline: Pipeline) -> None:
+    """Selection hands the subject links the distinctive names it read of the same items: the
+    links are those read from the items alone, and the names are not changed."""
+    items = list(_items(pipeline))
+    names = entities.distinctive_names(items, shared_only=True)
+    assert any("kellinghusen" in per for per in names)
+    before = [dict(per) for per in names]
+    assert entities._subject_links(items, names) == entities._subject_links(items, None)
+    assert names == before
