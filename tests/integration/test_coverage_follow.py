@@ -3,7 +3,6 @@ sent by `ctxbudget label`, coverage and the drift alarm read from the metrics en
 
 from __future__ import annotations
 
-import random
 import socket
 import subprocess
 import sys
@@ -15,9 +14,8 @@ import pytest
 
 from ctxbudget.codec import encode
 from ctxbudget.conformal import batches_sha256, calibrate, save_calibration, scorer_from_name
-from ctxbudget.schemas import CandidateBatch
-from ctxbudget.testing import batch, candidate
 from tests.integration.lab import Lab, produce
+from tests.labelled import labelled_stream
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -27,25 +25,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _stream(n: int, seed: int, start: int = 0, scale: float = 1.0) -> list[CandidateBatch]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(start, start + n):
-        cands = [
-            candidate(
-                f"q{i}-{j}",
-                f"p {i} {j}",
-                rerank_score=scale * rng.gauss(2.0 if j < 2 else 0.0, 1.0)
-                - (0.4 if scale != 1.0 else 0.0),
-            )
-            for j in range(6)
-        ]
-        out.append(
-            batch(cands, request_id=f"q{i}", labels={"relevant_chunk_ids": (f"q{i}-0", f"q{i}-1")})
-        )
-    return out
 
 
 def _metric(port: int, name: str) -> float | None:
@@ -61,7 +40,7 @@ def _metric(port: int, name: str) -> float | None:
 
 def test_follow_joins_topics_and_exports_coverage_and_drift(lab: Lab, tmp_path: Path) -> None:
     """300 requests, the last 150 rescaled: every label joined, drift counted on /metrics."""
-    calib = _stream(300, seed=1)
+    calib = labelled_stream(300, 1, width=6)
     cal_path = save_calibration(
         calibrate(
             calib,
@@ -73,7 +52,9 @@ def test_follow_joins_topics_and_exports_coverage_and_drift(lab: Lab, tmp_path: 
         ),
         tmp_path / "cal.json",
     )
-    stream = _stream(150, seed=2) + _stream(150, seed=3, start=150, scale=0.5)
+    stream = labelled_stream(150, 2, width=6) + labelled_stream(
+        150, 3, start=150, width=6, scale=0.5, shift=-0.4
+    )
     produce(lab, [(b.request_id, encode(b.model_copy(update={"labels": None}))) for b in stream])
     labels = tmp_path / "labels.jsonl"
     labels.write_bytes(b"".join(encode(b) + b"\n" for b in stream))

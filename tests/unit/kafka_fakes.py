@@ -61,3 +61,15 @@ def poll_result(*recs: Rec) -> dict[TopicPartitionFake, list[Rec]]:
     for r in recs:
         out.setdefault(TopicPartitionFake(r.topic, r.partition), []).append(r)
     return out
+
+
+class SlicedSource:
+    """A record source as the audit sink and the coverage service poll it: hands out its records
+    in slices of at most max_records, then nothing."""
+
+    def __init__(self, records: list[Any]) -> None:
+        self.records = records
+
+    def poll(self, *, timeout_ms: int, max_records: int) -> list[Any]:
+        out, self.records = self.records[:max_records], self.records[max_records:]
+        return out

@@ -20,6 +20,7 @@ from ctxbudget.codec import encode
 from ctxbudget.pipeline import Pipeline
 from ctxbudget.rollout import ControlApplied, ControlEvent, ControlState
 from ctxbudget.testing.traffic import synthetic
+from tests.unit.kafka_fakes import SlicedSource
 
 
 def _control_lines() -> list[bytes]:
@@ -102,15 +103,6 @@ class _Rec:
     timestamp: int | None
 
 
-class _Source:
-    def __init__(self, records: list[_Rec]) -> None:
-        self.records = records
-
-    def poll(self, *, timeout_ms: int, max_records: int) -> list[_Rec]:
-        out, self.records = self.records[:max_records], self.records[max_records:]
-        return out
-
-
 def test_kafka_rows_carry_the_record_timestamp(tmp_path: Path, pipeline: Pipeline) -> None:
     """From Kafka, ``ts`` is the record's timestamp on every table; without one, the read time."""
     result = pipeline.run(next(iter(synthetic(1, seed=2))).batch)
@@ -127,7 +119,7 @@ def test_kafka_rows_carry_the_record_timestamp(tmp_path: Path, pipeline: Pipelin
     store = AuditStore(tmp_path / "k.duckdb")
     try:
         sink = Sink(store, batch_size=3, progress=Progress(stream=io.StringIO()))
-        sink.run_kafka(_Source(recs), until_idle=0)
+        sink.run_kafka(SlicedSource(recs), until_idle=0)
         con = store.con
         n_traces = len(result.traces)
         first = con.execute("SELECT min(ts), max(ts) FROM events").fetchone()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -30,27 +29,14 @@ from ctxbudget.conformal.monitor import (
 from ctxbudget.labels import Label
 from ctxbudget.schemas import CandidateBatch
 from ctxbudget.testing import batch, candidate
+from tests.labelled import labelled_stream
 
 ALPHA = 0.1
 
 
-def _batch(i: int, rng: random.Random, shift: float = 0.0, scale: float = 1.0) -> CandidateBatch:
-    """One labelled request: 2 relevant passages scoring higher on average than 6 others."""
-    cands = []
-    relevant = []
-    for j in range(8):
-        rel = j < 2
-        raw = rng.gauss(2.0 if rel else 0.0, 1.0)
-        cid = f"q{i}-{j}"
-        cands.append(candidate(cid, f"passage {i} {j}", rerank_score=scale * raw + shift))
-        if rel:
-            relevant.append(cid)
-    return batch(cands, request_id=f"q{i}", labels={"relevant_chunk_ids": tuple(relevant)})
-
-
-def _stream(n: int, seed: int, **kw: float) -> list[CandidateBatch]:
-    rng = random.Random(seed)
-    return [_batch(i, rng, **kw) for i in range(n)]
+def _stream(n: int, seed: int, scale: float = 1.0, shift: float = 0.0) -> list[CandidateBatch]:
+    """Requests of 8 passages, 2 of them relevant."""
+    return labelled_stream(n, seed, scale=scale, shift=shift)
 
 
 def _calibration(batches: list[CandidateBatch]) -> CalibrationFile:

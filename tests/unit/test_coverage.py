@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,27 +19,17 @@ from ctxbudget.conformal.monitor import CoverageMonitor, LabelJoin, MonitorConfi
 from ctxbudget.kafka.coverage import CoverageMetrics, CoverageService
 from ctxbudget.labels import Label
 from ctxbudget.schemas import CandidateBatch
-from ctxbudget.testing import batch, candidate
+from tests.labelled import labelled_stream
+from tests.unit.kafka_fakes import SlicedSource
 
 ALPHA = 0.1
 
 
-def _batch(i: int, rng: random.Random, scale: float = 1.0, shift: float = 0.0) -> CandidateBatch:
-    """A request with 2 relevant passages among 6, and its label attached."""
-    cands = [
-        candidate(
-            f"q{i}-{j}",
-            f"p {i} {j}",
-            rerank_score=scale * rng.gauss(2.0 if j < 2 else 0.0, 1.0) + shift,
-        )
-        for j in range(6)
-    ]
-    return batch(cands, request_id=f"q{i}", labels={"relevant_chunk_ids": (f"q{i}-0", f"q{i}-1")})
-
-
-def _stream(n: int, seed: int, start: int = 0, **kw: float) -> list[CandidateBatch]:
-    rng = random.Random(seed)
-    return [_batch(start + i, rng, **kw) for i in range(n)]
+def _stream(
+    n: int, seed: int, start: int = 0, scale: float = 1.0, shift: float = 0.0
+) -> list[CandidateBatch]:
+    """Requests of 6 passages, 2 of them relevant."""
+    return labelled_stream(n, seed, start=start, width=6, scale=scale, shift=shift)
 
 
 @pytest.fixture(scope="module")
@@ -95,17 +84,6 @@ class _Rec:
     value: bytes | None
 
 
-class _Source:
-    """A fake record source: hands out its records in slices, then nothing."""
-
-    def __init__(self, records: list[_Rec]) -> None:
-        self.records = records
-
-    def poll(self, *, timeout_ms: int, max_records: int) -> list[_Rec]:
-        out, self.records = self.records[:max_records], self.records[max_records:]
-        return out
-
-
 def _value(metrics: CoverageMetrics, name: str, **labels: str) -> float:
     v = metrics.registry.get_sample_value(name, labels or None)
     assert v is not None, name
@@ -144,7 +122,7 @@ def test_service_exports_zeros_first_then_coverage_and_a_drift_alarm(
             source="analyst",
         )
         records.append(_Rec("labels", label.model_dump_json(by_alias=True).encode()))
-    service.run(_Source(records), until_idle=0.0)
+    service.run(SlicedSource(records), until_idle=0.0)
     report = monitor.report()
     assert report.n_requests == 400 and report.alarm_at is not None and report.alarm_at >= 200
     assert min(report.alarms) >= 200
