@@ -10,7 +10,9 @@ one held by too many items of the batch (a country, a word capitalised everywher
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 from functools import lru_cache
 
 from ctxbudget.schemas import ConsolidatedItem
@@ -127,33 +129,34 @@ def distinctive_names(
     holder uses as a modifier (:func:`modifier_only`: "a Canadian author") is left out. With
     ``shared_only``, only the names another item holds too."""
     found = [name_phrases(it.text) for it in items]
-    holders: dict[str, int] = {}
-    articles: dict[str, set[str]] = {}
-    for k, (it, names) in enumerate(zip(items, found, strict=True)):
-        key = holder_key(it, k)
-        for n in names:
-            holders[n] = holders.get(n, 0) + 1
-            articles.setdefault(n, set()).add(key)
+    holders = Counter(chain.from_iterable(found))
     low = 2 if shared_only else 1
     cap = name_holder_cap(len(items))
     # A one-word name every holder writes before a noun ("a Canadian author", "an English
     # cricketer") describes its subject: it names no entity a hop could pass on. Only the
     # names still in the running are read for it.
+    kept = {n for n, k in holders.items() if low <= k <= cap}
     modifiers = {
         n
-        for n, k in holders.items()
-        if low <= k <= cap
-        and " " not in n
+        for n in kept
+        if " " not in n
         and n not in CALENDAR_WORDS
         and all(
             modifier_only(n, it.text) for it, names in zip(items, found, strict=True) if n in names
         )
     }
-    if modifiers:
-        found = [names - modifiers for names in found]
-    return [
-        {n: len(articles[n]) for n in sorted(names) if low <= holders[n] <= cap} for names in found
-    ]
+    kept -= modifiers
+    keys = [holder_key(it, k) for k, it in enumerate(items)]
+    if len(set(keys)) == len(keys):
+        # every item its own article: a name's articles are its holders
+        articles = {n: holders[n] for n in kept}
+    else:
+        of: dict[str, set[str]] = {}
+        for key, names in zip(keys, found, strict=True):
+            for n in names & kept:
+                of.setdefault(n, set()).add(key)
+        articles = {n: len(v) for n, v in of.items()}
+    return [{n: articles[n] for n in sorted(names & kept)} for names in found]
 
 
 def holder_key(item: ConsolidatedItem, index: int) -> str:

@@ -65,6 +65,13 @@ def hop_sentences(analysis: SentenceAnalysis, o: Option, qstems: frozenset[str])
     ]
 
 
+def hop_text(analysis: SentenceAnalysis, o: Option, qstems: frozenset[str]) -> str:
+    """The :func:`hop_sentences` of admitted ``o`` joined by line breaks: a space-padded
+    name (words joined by single spaces) is in the result exactly when it is in one of
+    them, since no sentence's padded words hold a line break."""
+    return "\n".join(hop_sentences(analysis, o, qstems))
+
+
 def passer(
     analyse: Callable[[str], SentenceAnalysis], qterms: frozenset[str]
 ) -> Callable[[Option], dict[str, int]]:
@@ -73,8 +80,8 @@ def passer(
     qstems = query_stems(qterms)
 
     def passes(o: Option) -> dict[str, int]:
-        hop = hop_sentences(analyse(o.text), o, qstems)
-        return {n: k for n, k in o.names.items() if any(f" {n} " in pad for pad in hop)}
+        hop = hop_text(analyse(o.text), o, qstems)
+        return {n: k for n, k in o.names.items() if f" {n} " in hop}
 
     return passes
 
@@ -89,15 +96,15 @@ def hander(
     qstems = query_stems(qterms)
 
     def hands(o: Option) -> tuple[str, ...]:
-        hop = hop_sentences(analyse(o.text), o, qstems)
+        hop = hop_text(analyse(o.text), o, qstems)
         return tuple(
             sorted(
                 n
                 for n in name_phrases(o.text)
-                if n != o.subject
+                if f" {n} " in hop
+                and n != o.subject
                 and linkable(n, 0)
                 and f" {fold_accents(n)} " not in qpadded
-                and any(f" {n} " in pad for pad in hop)
                 and (" " in n or not modifier_only(n, o.text))
             )
         )
@@ -145,6 +152,9 @@ class HopLinks:
         #: Per word, the options whose title words hold it (built when first needed:
         #: :meth:`_titled`).
         self.title_index: dict[str, list[Option]] | None = None
+        #: The title words of every option, joined by line breaks, and the options they are
+        #: of (made when first needed: :meth:`_title_holders`).
+        self.joined_titles: tuple[Sequence[Option], str] | None = None
 
     def link_from(self, o: Option, groups: Sequence[Sequence[Option]]) -> None:
         """Link the waiting items admitted ``o`` leads to: those whose subject its text
@@ -215,6 +225,14 @@ class HopLinks:
         found = self.title_holders.get(name)
         if found is None:
             key = f" {name} "
+            joined = self.joined_titles
+            if joined is None or joined[0] is not self.options:
+                text = "\n".join([r.subject_key for r in self.options])
+                joined = self.joined_titles = (self.options, text)
+            if key not in joined[1]:
+                # no title holds it (a title's words are space-padded, without line breaks)
+                self.title_holders[name] = 0
+                return 0
             parts = phrase_words(name)
             found = self.title_holders[name] = sum(
                 1
