@@ -17,6 +17,7 @@ from functools import lru_cache
 from ctxbudget.native import NATIVE
 from ctxbudget.schemas import EvidenceSpan, Piece
 from ctxbudget.text import (
+    LATIN_TABLE,
     NOT_TERMS,
     content_terms,
     sentences,
@@ -196,16 +197,33 @@ def analyse(
     calls, and ``bounds`` is ``sentences(text)`` when the caller has it."""
     if bounds is None:
         bounds = sentences(text)
-    if _ANALYSER is not None and text.isascii():
-        stems_of_each, protected_each, padded_each = _ANALYSER.analyse(text, bounds)
-        return SentenceAnalysis(
-            bounds=tuple(bounds), stems=stems_of_each, protected=protected_each, padded=padded_each
+    if _ANALYSER is not None:
+        found = (
+            _ANALYSER.analyse(text, bounds)
+            if text.isascii()
+            else _ANALYSER.analyse_latin(text, bounds)
         )
+        if found is not None:
+            stems_of_each, protected_each, padded_each = found
+            return SentenceAnalysis(
+                bounds=tuple(bounds),
+                stems=stems_of_each,
+                protected=protected_each,
+                padded=padded_each,
+            )
     flat = word_skeleton(text)  # one pass for all sentences (ASCII text)
     if flat is not None:
         return _analyse_ascii(
             text, bounds, flat, stem if stems_of is None else stems_of.__getitem__
         )
+    return analyse_reference(text, bounds)
+
+
+def analyse_reference(text: str, bounds: list[tuple[int, int]]) -> SentenceAnalysis:
+    """:func:`analyse` of text beyond ASCII, in pure Python: the reference of the compiled
+    analysis of Latin text. A change here, to :func:`stem` or to the protected words,
+    phrases and contractions needs the same change in ``native/src/lib.rs``
+    (``tests/property/test_native_paths.py`` compares the two)."""
     stems: list[frozenset[str]] = []
     protected: list[bool] = []
     padded: list[str] = []
@@ -220,9 +238,12 @@ def analyse(
     )
 
 
-#: The compiled :func:`_analyse_ascii` (:mod:`ctxbudget.native`), or None.
+#: The compiled :func:`_analyse_ascii` and :func:`analyse_reference` (:mod:`ctxbudget.native`),
+#: or None.
 _ANALYSER = (
-    NATIVE.SentenceAnalyser(sorted(NOT_TERMS), sorted(_PROTECTED_WORDS), list(_CONTRACTIONS))
+    NATIVE.SentenceAnalyser(
+        sorted(NOT_TERMS), sorted(_PROTECTED_WORDS), list(_CONTRACTIONS), LATIN_TABLE
+    )
     if NATIVE is not None
     else None
 )

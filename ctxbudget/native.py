@@ -3,7 +3,10 @@
 It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
 sentence bounds, proper names, the shingle fold, and the words, normal forms, shingle sets
 and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
-sentence analysis of :mod:`ctxbudget.extractive`; a single scan of a decoded batch's bytes
+sentence analysis of :mod:`ctxbudget.extractive`; sentence bounds, proper names and the
+sentence analysis also on Latin text beyond ASCII (every character in the table
+:func:`ctxbudget.text.latin_table` reads from Python's own Unicode database; other text
+runs on the Python code); a single scan of a decoded batch's bytes
 for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
 it leaves the codec on its Python checks); exact ``cl100k_base`` token counts of ASCII and Latin
 text (``PieceCounter``, for :class:`ctxbudget.tokens.TiktokenCounter`: tiktoken counts the
@@ -33,24 +36,36 @@ from typing import Any, Protocol, cast
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 4
+API_VERSION = 5
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")
 
 
+#: A character table of the Latin text the compiled path reads beyond ASCII
+#: (:func:`ctxbudget.text.latin_table`): ``(code point, flags, code point of its lower case)``.
+LatinTable = Sequence[tuple[int, int, int]]
+#: A sentence analysis: per sentence its stemmed terms, whether it holds a protected fact,
+#: and its words space-padded.
+Analysis = tuple[tuple[frozenset[str], ...], tuple[bool, ...], tuple[str, ...]]
+
+
 class SentenceSplitter(Protocol):
     def split(self, text: str) -> list[tuple[int, int]]: ...
+
+    def split_latin(self, text: str) -> list[tuple[int, int]] | None: ...
 
 
 class NameFinder(Protocol):
     def names(self, text: str) -> frozenset[str]: ...
 
+    def names_latin(self, text: str) -> frozenset[str] | None: ...
+
 
 class SentenceAnalyser(Protocol):
-    def analyse(
-        self, text: str, bounds: Sequence[tuple[int, int]]
-    ) -> tuple[tuple[frozenset[str], ...], tuple[bool, ...], tuple[str, ...]]: ...
+    def analyse(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis: ...
+
+    def analyse_latin(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis | None: ...
 
 
 class RuleGates(Protocol):
@@ -84,13 +99,21 @@ class NativeModule(Protocol):
         dense_cells: int,
     ) -> tuple[list[str | None], list[int], list[frozenset[int] | None], bytearray | None]: ...
 
-    def SentenceSplitter(self, abbreviations: list[str]) -> SentenceSplitter: ...
+    def SentenceSplitter(
+        self, abbreviations: list[str], table: LatinTable = ()
+    ) -> SentenceSplitter: ...
 
     def SentenceAnalyser(
-        self, not_terms: list[str], protected_words: list[str], contractions: list[str]
+        self,
+        not_terms: list[str],
+        protected_words: list[str],
+        contractions: list[str],
+        table: LatinTable = (),
     ) -> SentenceAnalyser: ...
 
-    def NameFinder(self, stopwords: list[str], min_chars: int, scan_chars: int) -> NameFinder: ...
+    def NameFinder(
+        self, stopwords: list[str], min_chars: int, scan_chars: int, table: LatinTable = ()
+    ) -> NameFinder: ...
 
     def PieceCounter(self, ranks: dict[bytes, int]) -> PieceCounter: ...
 

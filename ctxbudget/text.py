@@ -636,8 +636,12 @@ def sentences(text: str) -> list[tuple[int, int]]:
     A period after an initial ("Florence M. Sterling") or a common abbreviation ("c.",
     "St.", "U.S.") does not end a sentence; a line break always does.
     """
-    if _SPLITTER is not None and text.isascii():
-        return _SPLITTER.split(text)
+    if _SPLITTER is not None:
+        if text.isascii():
+            return _SPLITTER.split(text)
+        found = _SPLITTER.split_latin(text)
+        if found is not None:
+            return found
     return sentences_reference(text)
 
 
@@ -659,7 +663,42 @@ def sentences_reference(text: str) -> list[tuple[int, int]]:
     return out
 
 
-_SPLITTER = NATIVE.SentenceSplitter(sorted(_ABBREVIATIONS)) if NATIVE is not None else None
+#: The ranges of code points the compiled path reads beyond ASCII (:func:`latin_table`):
+#: Latin-1, Latin Extended-A and -B, Latin Extended Additional, general punctuation and
+#: currency signs.
+LATIN_RANGES = ((0, 0x250), (0x1E00, 0x1F00), (0x2000, 0x2070), (0x20A0, 0x20D0))
+
+
+def latin_table() -> list[tuple[int, int, int]]:
+    """What the reference's patterns and ``str`` methods see of each character of
+    :data:`LATIN_RANGES`, read from this interpreter's own Unicode database, for the
+    compiled path: ``(code point, flags, code point of its lower case)`` with flags 2
+    (``\\w``), 4 (``\\d``), 8 (``\\s``, ``str.isspace``) and 16 (``str.isdigit``). A
+    character whose lower case is not one character of the ranges is left out (text
+    holding it runs on the reference)."""
+    inside = {c for lo, hi in LATIN_RANGES for c in range(lo, hi)}
+    word, digit, space = re.compile(r"\w"), re.compile(r"\d"), re.compile(r"\s")
+    out = []
+    for c in sorted(inside):
+        ch = chr(c)
+        low = ch.lower()
+        if len(low) != 1 or ord(low) not in inside or ch.isspace() != bool(space.match(ch)):
+            continue
+        flags = (
+            (2 if word.match(ch) else 0)
+            | (4 if digit.match(ch) else 0)
+            | (8 if ch.isspace() else 0)
+            | (16 if ch.isdigit() else 0)
+        )
+        out.append((c, flags, ord(low)))
+    return out
+
+
+#: The table the compiled path reads Latin text with (empty without the compiled path).
+LATIN_TABLE = latin_table() if NATIVE is not None else []
+_SPLITTER = (
+    NATIVE.SentenceSplitter(sorted(_ABBREVIATIONS), LATIN_TABLE) if NATIVE is not None else None
+)
 
 
 def _append_trimmed(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
@@ -701,8 +740,12 @@ def name_phrases(text: str) -> frozenset[str]:
     dropped). A run that opens a sentence also gives the run without its first word ("After
     Hall" gives "hall"), and a one-word name of fewer than :data:`NAME_MIN_CHARS` letters,
     one that opens a sentence, or a stopword, is left out. Pure; memoised per text."""
-    if _NAMES is not None and text.isascii():
-        return _NAMES.names(text)
+    if _NAMES is not None:
+        if text.isascii():
+            return _NAMES.names(text)
+        found = _NAMES.names_latin(text)
+        if found is not None:
+            return found
     return name_phrases_reference(text)
 
 
@@ -745,7 +788,7 @@ def _add_name(toks: Sequence[str], out: set[str], *, opens: bool) -> None:
 
 
 _NAMES = (
-    NATIVE.NameFinder(sorted(STOPWORDS), NAME_MIN_CHARS, NAME_SCAN_CHARS)
+    NATIVE.NameFinder(sorted(STOPWORDS), NAME_MIN_CHARS, NAME_SCAN_CHARS, LATIN_TABLE)
     if NATIVE is not None
     else None
 )

@@ -1,4 +1,5 @@
-//! Compiled leaf computations of `ctxbudget.text` for ASCII text.
+//! Compiled leaf computations of `ctxbudget.text` for ASCII text (and, in `latin.rs`, for
+//! text of the Latin character table).
 //!
 //! Each function here computes exactly what its pure-Python twin in `ctxbudget/text.py`
 //! computes (that code is the reference; the fidelity tests run both). Only ASCII input
@@ -14,6 +15,7 @@ use std::collections::HashSet;
 mod bpe;
 mod gate;
 mod json_scan;
+mod latin;
 mod overlaps;
 
 /// `str.isspace()` (and the regex `\s`) on an ASCII byte.
@@ -161,14 +163,23 @@ fn trimmed(t: &[u8], mut start: usize, mut end: usize, out: &mut Vec<(usize, usi
 #[pyclass(frozen)]
 struct SentenceSplitter {
     abbreviations: HashSet<Vec<u8>>,
+    table: latin::Table,
 }
 
 #[pymethods]
 impl SentenceSplitter {
     #[new]
-    fn new(abbreviations: Vec<String>) -> Self {
+    #[pyo3(signature = (abbreviations, table = Vec::new()))]
+    fn new(abbreviations: Vec<String>, table: Vec<(u32, u8, u32)>) -> Self {
         let abbreviations = abbreviations.into_iter().map(String::into_bytes).collect();
-        SentenceSplitter { abbreviations }
+        SentenceSplitter { abbreviations, table: latin::Table::new(&table) }
+    }
+
+    /// `text.sentences_reference` of text of the character table (character offsets), or
+    /// None for text with another character.
+    fn split_latin(&self, text: &str) -> Option<Vec<(usize, usize)>> {
+        let t = self.table.chars(text)?;
+        Some(latin::split(&self.table, &self.abbreviations, &t))
     }
 
     fn split(&self, text: &str) -> PyResult<Vec<(usize, usize)>> {
@@ -282,20 +293,69 @@ struct NameFinder {
     stopwords: HashSet<Vec<u8>>,
     min_chars: usize,
     scan_chars: usize,
+    table: latin::Table,
+}
+
+fn frozenset_of<'py>(py: Python<'py>, out: &HashSet<Vec<u8>>) -> PyResult<Bound<'py, PyFrozenSet>> {
+    let names: Vec<Bound<'py, PyString>> = out
+        .iter()
+        .map(|w| PyString::new(py, std::str::from_utf8(w).unwrap_or_default()))
+        .collect();
+    PyFrozenSet::new(py, &names)
 }
 
 #[pymethods]
 impl NameFinder {
     #[new]
-    fn new(stopwords: Vec<String>, min_chars: usize, scan_chars: usize) -> Self {
+    #[pyo3(signature = (stopwords, min_chars, scan_chars, table = Vec::new()))]
+    fn new(
+        stopwords: Vec<String>,
+        min_chars: usize,
+        scan_chars: usize,
+        table: Vec<(u32, u8, u32)>,
+    ) -> Self {
         let stopwords = stopwords.into_iter().map(String::into_bytes).collect();
-        NameFinder { stopwords, min_chars, scan_chars }
+        NameFinder { stopwords, min_chars, scan_chars, table: latin::Table::new(&table) }
     }
 
     /// The names, as a frozenset of str.
     fn names<'py>(&self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyFrozenSet>> {
         let full = ascii_str(text)?;
         let t = &full[..full.len().min(self.scan_chars)];
+        frozenset_of(py, &self.ascii_names(t))
+    }
+
+    /// `text.name_phrases_reference` of any text whose scanned head is of the character
+    /// table (an ASCII head is read as ASCII, as the reference does), or None.
+    fn names_latin<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+    ) -> PyResult<Option<Bound<'py, PyFrozenSet>>> {
+        let Some(head) = self.table.head(text, self.scan_chars) else {
+            return Ok(None);
+        };
+        if head.iter().all(char::is_ascii) {
+            let bytes: Vec<u8> = head.iter().map(|&c| c as u8).collect();
+            return Ok(Some(frozenset_of(py, &self.ascii_names(&bytes))?));
+        }
+        let mut out: HashSet<Vec<u8>> = HashSet::new();
+        for (opens, toks) in latin::name_runs(&self.table, &head, &PARTICLES) {
+            if toks.len() > 1 {
+                if opens {
+                    self.add_latin(&toks[1..], &mut out, false);
+                }
+                self.add_latin(&toks, &mut out, opens);
+            } else if !toks.is_empty() && !opens {
+                self.add_latin(&toks, &mut out, false);
+            }
+        }
+        Ok(Some(frozenset_of(py, &out)?))
+    }
+}
+
+impl NameFinder {
+    fn ascii_names(&self, t: &[u8]) -> HashSet<Vec<u8>> {
         let mut out: HashSet<Vec<u8>> = HashSet::new();
         let mut i = 0;
         while i < t.len() {
@@ -322,15 +382,32 @@ impl NameFinder {
             }
             i = end;
         }
-        let names: Vec<Bound<'py, PyString>> = out
-            .iter()
-            .map(|w| PyString::new(py, std::str::from_utf8(w).unwrap_or_default()))
-            .collect();
-        PyFrozenSet::new(py, &names)
+        out
     }
-}
 
-impl NameFinder {
+    /// `text._add_name` of words beyond ASCII (lengths in characters, `str.isdigit`).
+    fn add_latin(&self, toks: &[String], out: &mut HashSet<Vec<u8>>, opens: bool) {
+        let (mut lo, mut hi) = (0, toks.len());
+        while lo < hi && self.stopwords.contains(toks[lo].as_bytes()) {
+            lo += 1;
+        }
+        while hi > lo && self.stopwords.contains(toks[hi - 1].as_bytes()) {
+            hi -= 1;
+        }
+        if hi - lo == 1 {
+            let word = &toks[lo];
+            if opens
+                || word.chars().count() < self.min_chars
+                || word.chars().all(|c| self.table.is_str_digit(c))
+            {
+                return;
+            }
+            out.insert(word.clone().into_bytes());
+        } else if hi > lo {
+            out.insert(toks[lo..hi].join(" ").into_bytes());
+        }
+    }
+
     fn add(&self, toks: &[Vec<u8>], out: &mut HashSet<Vec<u8>>, opens: bool) {
         let (mut lo, mut hi) = (0, toks.len());
         while lo < hi && self.stopwords.contains(&toks[lo]) {
@@ -394,17 +471,96 @@ struct SentenceAnalyser {
     not_terms: HashSet<Vec<u8>>,
     protected_words: HashSet<Vec<u8>>,
     contractions: Vec<Vec<u8>>,
+    table: latin::Table,
 }
 
 #[pymethods]
 impl SentenceAnalyser {
     #[new]
-    fn new(not_terms: Vec<String>, protected_words: Vec<String>, contractions: Vec<String>) -> Self {
+    #[pyo3(signature = (not_terms, protected_words, contractions, table = Vec::new()))]
+    fn new(
+        not_terms: Vec<String>,
+        protected_words: Vec<String>,
+        contractions: Vec<String>,
+        table: Vec<(u32, u8, u32)>,
+    ) -> Self {
         SentenceAnalyser {
             not_terms: not_terms.into_iter().map(String::into_bytes).collect(),
             protected_words: protected_words.into_iter().map(String::into_bytes).collect(),
             contractions: contractions.into_iter().map(String::into_bytes).collect(),
+            table: latin::Table::new(&table),
         }
+    }
+
+    /// The non-ASCII branch of `extractive.analyse` on text of the character table
+    /// (`bounds` in character offsets): the three tuples of `analyse`, or None for text
+    /// with another character.
+    fn analyse_latin<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        bounds: Vec<(usize, usize)>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let Some(t) = self.table.chars(text) else {
+            return Ok(None);
+        };
+        let tb = &self.table;
+        let mut stems = Vec::with_capacity(bounds.len());
+        let mut protected = Vec::with_capacity(bounds.len());
+        let mut padded = Vec::with_capacity(bounds.len());
+        for (s, e) in bounds {
+            if s > e || e > t.len() {
+                return Err(PyValueError::new_err("a sentence bound outside the text"));
+            }
+            let sentence = &t[s..e];
+            let ws = tb.words(sentence);
+            let mut joined = String::with_capacity(sentence.len() + 2);
+            joined.push(' ');
+            for w in &ws {
+                joined.push_str(w);
+                joined.push(' ');
+            }
+            if ws.is_empty() {
+                joined.push(' ');
+            }
+            let terms: HashSet<&str> = ws
+                .iter()
+                .filter(|w| {
+                    !self.not_terms.contains(w.as_bytes())
+                        && (w.chars().nth(1).is_some() || w.chars().all(|c| tb.is_str_digit(c)))
+                })
+                .map(|w| latin::stem(w, &SUFFIXES))
+                .collect();
+            let terms: Vec<Bound<'py, PyString>> =
+                terms.into_iter().map(|w| PyString::new(py, w)).collect();
+            stems.push(PyFrozenSet::new(py, &terms)?);
+            let bytes: Vec<Vec<u8>> = ws.iter().map(|w| w.clone().into_bytes()).collect();
+            let fact = sentence.iter().any(|&c| tb.is_digit(c) || c == '%' || c == '\u{b0}')
+                || bytes.iter().any(|w| self.protected_words.contains(w))
+                || bytes.iter().any(|w| is_month_word(w))
+                || bytes
+                    .windows(2)
+                    .any(|p| PHRASES.contains(&(p[0].as_slice(), p[1].as_slice())));
+            let fact = fact
+                || (sentence.contains(&'\'') && {
+                    let low = tb.lowered(sentence).into_bytes();
+                    self.contractions
+                        .iter()
+                        .any(|c| c.is_empty() || low.windows(c.len()).any(|w| w == c.as_slice()))
+                });
+            protected.push(fact);
+            padded.push(PyString::new(py, &joined));
+        }
+        let protected: Vec<Bound<'py, PyBool>> =
+            protected.into_iter().map(|b| PyBool::new(py, b).to_owned()).collect();
+        Ok(Some(PyTuple::new(
+            py,
+            [
+                PyTuple::new(py, stems)?.into_any(),
+                PyTuple::new(py, protected)?.into_any(),
+                PyTuple::new(py, padded)?.into_any(),
+            ],
+        )?))
     }
 
     /// Per sentence of `bounds`: its stemmed terms (frozensets), whether it holds a
@@ -487,7 +643,7 @@ impl SentenceAnalyser {
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 4)?;
+    m.add("API_VERSION", 5)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;

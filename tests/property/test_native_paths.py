@@ -363,3 +363,101 @@ def test_text_the_compiled_counter_leaves_to_tiktoken() -> None:
     assert counter.count("x" * 100) is None
     assert counter.count("x" * 99) is not None
     assert counter.count("") == 0
+
+
+#: Latin text beyond ASCII: the pieces the sentence, name and analysis rules look at, with
+#: accented capitals and small letters, the quotes, dashes and spaces of general
+#: punctuation, superscript and fraction digits, the degree sign, and letters whose case
+#: changes their class or length (the dotted capital I lowers to two characters).
+_LATIN_PIECES = _PIECES | st.sampled_from(
+    [
+        "José", "María", "Łódź", "Ærø", "Élodie", "émile", "Ñandú", "ßtraße", "İstanbul",
+        "Dvořák", "Ǆemal", "ǅ", "ǈ", "ẞ", "Ỳ", "ĳ", "ſ", "µ", "ª", "º", "²", "¹", "¼", "°", "%",
+        "×", "÷", "’", "‘", "“", "”", "–", "—", "…", "\xa0", "\x85", "\u2028", "\u2009",
+        "\u202f", "\u205f", "\xad", "€", "₤", "Ⅻ", "東京", "e\u0301", "mañana's", "can’t",
+        "St.", "c.", "–Dr.", "\u2013ab.", "Él", "Über", "l'École", "d’Arc", "de", "la",
+        "janvier", "mayo", "only", "if", "Straße", "42", "x9", "no",
+    ]
+)  # fmt: skip
+_LATIN = (
+    st.lists(_LATIN_PIECES, max_size=40).map(" ".join)
+    | st.lists(_LATIN_PIECES, max_size=40).map("".join)
+    | st.text(st.characters(min_codepoint=0, max_codepoint=0x24F), max_size=200)
+    | st.text(
+        st.characters(min_codepoint=0, max_codepoint=0x24F)
+        | st.characters(min_codepoint=0x1E00, max_codepoint=0x1EFF)
+        | st.characters(min_codepoint=0x2000, max_codepoint=0x20CF),
+        max_size=200,
+    )
+)
+
+
+def test_the_latin_table_agrees_with_the_regexes() -> None:
+    """Every character of the table has the classes the reference's patterns give it, and
+    its lower case is one character of the table; the dotted capital I is left out."""
+    import re
+
+    table = {c: (f, low) for c, f, low in text.latin_table()}
+    assert 0x130 not in table and ord("é") in table and ord("’") in table
+    for c, (flags, low) in table.items():
+        ch = chr(c)
+        assert bool(flags & 2) == bool(re.match(r"\w", ch))
+        assert bool(flags & 4) == bool(re.match(r"\d", ch))
+        assert bool(flags & 8) == bool(re.match(r"\s", ch)) == ch.isspace()
+        assert bool(flags & 16) == ch.isdigit()
+        assert ch.lower() == chr(low) and low in table
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_LATIN)
+@example("Él dijo: «Hola». José M. Aznar llegó a Łódź c. 1990.\u2028Fin")
+@example("Dr.\xa0Müller–St. Pölten.\x85Next")
+def test_latin_sentence_bounds_match_the_reference(sample: str) -> None:
+    """The compiled splitter cuts Latin text where the regex reference cuts it, or leaves
+    text with a character beyond its table to the reference."""
+    found = _native_splitter().split_latin(sample)
+    if found is not None:
+        assert found == text.sentences_reference(sample)
+    assert text.sentences(sample) == text.sentences_reference(sample)
+
+
+def _native_splitter() -> Any:
+    assert text._SPLITTER is not None
+    return text._SPLITTER
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_LATIN)
+@example("Después, José María de la Cruz visitó Łódź y l'École d’Arc; Él y ÉMILE")
+@example("x²Ab ǅemal Ǆemal ẞtraße Ỳen µDef 'Ñandú’s O’Neil")
+def test_latin_names_match_the_reference(sample: str) -> None:
+    """The compiled name finder gives the reference's proper names of Latin text."""
+    assert text._NAMES is not None
+    found = text._NAMES.names_latin(sample)
+    if found is not None:
+        assert found == text.name_phrases_reference(sample)
+    assert text.name_phrases.__wrapped__(sample) == text.name_phrases_reference(sample)
+
+
+def test_latin_names_read_only_the_scanned_head() -> None:
+    """A head of ASCII is read as ASCII, and a character past the head does not count."""
+    assert text._NAMES is not None
+    sample = "Natalie Wood met " + "x " * text.NAME_SCAN_CHARS + "Łódź 東京"
+    assert text._NAMES.names_latin(sample) == text.name_phrases_reference(sample)
+    assert text._NAMES.names_latin("東京 Natalie Wood") is None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_SENTENCE_WORDS | _LATIN_PIECES, max_size=40).map(" ".join) | _LATIN)
+@example("Não antes de 5 de março. Os diretores ganharam ²; it can’t be 50% off, can't.")
+@example("Ærø° fjord. İİ x")
+def test_latin_sentence_analysis_matches_the_reference(sample: str) -> None:
+    """The compiled analysis of Latin text gives the reference's stems, facts and words."""
+    bounds = text.sentences_reference(sample)
+    assert extractive._ANALYSER is not None
+    found = extractive._ANALYSER.analyse_latin(sample, bounds)
+    want = extractive.analyse_reference(sample, bounds)
+    if found is not None:
+        assert found == (want.stems, want.protected, want.padded)
+    if not sample.isascii():
+        assert extractive.analyse(sample, bounds=bounds) == want
