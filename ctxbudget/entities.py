@@ -16,7 +16,7 @@ from itertools import chain
 from functools import lru_cache
 
 from ctxbudget.schemas import ConsolidatedItem
-from ctxbudget.text import STOPWORDS, fold_accents, name_phrases, words
+from ctxbudget.text import NAME_FINDER, STOPWORDS, fold_accents, name_phrases, words
 
 
 @lru_cache(maxsize=4096)
@@ -215,6 +215,17 @@ def modifier_only(word: str, text: str) -> bool:
     every capitalised use comes straight before a lower-case content word ("Canadian
     author", "Gothic church"), never before punctuation, a function word ("Africa and") or
     another capitalised word. A demonym describes; a place or a person is named."""
+    if NAME_FINDER is not None and word:
+        found = NAME_FINDER.modifier_only(word[:1].upper() + word[1:], text)
+        if found is not None:
+            return found
+    return modifier_only_reference(word, text)
+
+
+def modifier_only_reference(word: str, text: str) -> bool:
+    """:func:`modifier_only` in pure Python: the reference. A change here (or to
+    :func:`word_uses`) needs the same change in ``native/src/latin.rs``;
+    ``tests/property/test_native_paths.py`` compares the two."""
     uses = word_uses(word, text)
     return bool(uses) and all(w[:1].islower() and w not in STOPWORDS for w in uses)
 

@@ -6,7 +6,8 @@ and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), an
 sentence analysis of :mod:`ctxbudget.extractive`; sentence bounds, proper names and the
 sentence analysis also on Latin text beyond ASCII (every character in the table
 :func:`ctxbudget.text.latin_table` reads from Python's own Unicode database; other text
-runs on the Python code); a single scan of a decoded batch's bytes
+runs on the Python code), and whether a one-word name is only a modifier
+(:func:`ctxbudget.entities.modifier_only`); a single scan of a decoded batch's bytes
 for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
 it leaves the codec on its Python checks); exact ``cl100k_base`` token counts of ASCII and Latin
 text (``PieceCounter``, for :class:`ctxbudget.tokens.TiktokenCounter`: tiktoken counts the
@@ -60,6 +61,8 @@ class NameFinder(Protocol):
     def names(self, text: str) -> frozenset[str]: ...
 
     def names_latin(self, text: str) -> frozenset[str] | None: ...
+
+    def modifier_only(self, cap: str, text: str) -> bool | None: ...
 
 
 class SentenceAnalyser(Protocol):

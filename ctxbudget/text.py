@@ -673,9 +673,9 @@ def latin_table() -> list[tuple[int, int, int]]:
     """What the reference's patterns and ``str`` methods see of each character of
     :data:`LATIN_RANGES`, read from this interpreter's own Unicode database, for the
     compiled path: ``(code point, flags, code point of its lower case)`` with flags 2
-    (``\\w``), 4 (``\\d``), 8 (``\\s``, ``str.isspace``) and 16 (``str.isdigit``). A
-    character whose lower case is not one character of the ranges is left out (text
-    holding it runs on the reference)."""
+    (``\\w``), 4 (``\\d``), 8 (``\\s``, ``str.isspace``), 16 (``str.isdigit``) and 32
+    (``str.islower``). A character whose lower case is not one character of the ranges is
+    left out (text holding it runs on the reference)."""
     inside = {c for lo, hi in LATIN_RANGES for c in range(lo, hi)}
     word, digit, space = re.compile(r"\w"), re.compile(r"\d"), re.compile(r"\s")
     out = []
@@ -689,6 +689,7 @@ def latin_table() -> list[tuple[int, int, int]]:
             | (4 if digit.match(ch) else 0)
             | (8 if ch.isspace() else 0)
             | (16 if ch.isdigit() else 0)
+        | (32 if ch.islower() else 0)
         )
         out.append((c, flags, ord(low)))
     return out
@@ -787,7 +788,9 @@ def _add_name(toks: Sequence[str], out: set[str], *, opens: bool) -> None:
         out.add(" ".join(toks[lo:hi]))
 
 
-_NAMES = (
+#: The compiled name finder (:func:`name_phrases`, and the modifiers of
+#: :func:`ctxbudget.entities.modifier_only`), or None.
+NAME_FINDER = _NAMES = (
     NATIVE.NameFinder(sorted(STOPWORDS), NAME_MIN_CHARS, NAME_SCAN_CHARS, LATIN_TABLE)
     if NATIVE is not None
     else None

@@ -2,7 +2,7 @@
 //! whose every character is in the character table the Python side builds from its own
 //! Unicode database (`text.latin_table`: ASCII, Latin-1, Latin Extended, general
 //! punctuation...). For those characters the table gives what the reference's regular
-//! expressions see: `\w`, `\d`, `\s` (`str.isspace`), `str.isdigit` and the one character
+//! expressions see: `\w`, `\d`, `\s` (`str.isspace`), `str.isdigit`, `str.islower` and the one character
 //! `str.lower` makes of each, so the scans below match the regexes character by character.
 //! Offsets are character offsets (Python's), never byte offsets. Text with any other
 //! character is answered with None: the caller runs the reference.
@@ -17,6 +17,8 @@ const DIGIT: u8 = 4;
 const SPACE: u8 = 8;
 /// `str.isdigit`.
 const ISDIGIT: u8 = 16;
+/// `str.islower` (of the character alone).
+const ISLOWER: u8 = 32;
 
 /// What the reference's regexes and `str` methods see of each character of the table.
 pub(crate) struct Table {
@@ -32,8 +34,7 @@ impl Table {
         let mut flags = vec![0u8; size];
         let mut lower = vec!['\0'; size];
         for &(cp, f, low) in entries {
-            if let (Some(c), Some(l)) = (char::from_u32(cp), char::from_u32(low)) {
-                let _ = c;
+            if let (Some(_), Some(l)) = (char::from_u32(cp), char::from_u32(low)) {
                 flags[cp as usize] = f | KNOWN;
                 lower[cp as usize] = l;
             }
@@ -89,6 +90,15 @@ impl Table {
 
     pub(crate) fn is_str_digit(&self, c: char) -> bool {
         self.flags(c) & ISDIGIT != 0
+    }
+
+    /// Whether `c` is in the table.
+    pub(crate) fn knows(&self, c: char) -> bool {
+        self.flags(c) & KNOWN != 0
+    }
+
+    pub(crate) fn is_lower(&self, c: char) -> bool {
+        self.flags(c) & ISLOWER != 0
     }
 
     /// `str.lower` of a character of the table (one character).
@@ -343,4 +353,58 @@ pub(crate) fn stem<'a>(word: &'a str, suffixes: &[&[u8]]) -> &'a str {
         }
     }
     word
+}
+
+// ---------------------------------------------------------------------------------------
+// Modifiers: `entities.modifier_only`.
+
+/// `entities.modifier_only` of the word whose capitalised form is `cap`: whether every use
+/// of `cap` in `text` as a whole word (`(?<!\w)Cap(?!\w)`) is followed on its line
+/// (`[ \t]*(\w*)`) by a word opening with a small letter that is not a stopword, and
+/// there is one use at least. None when a character the answer rests on is not in the
+/// table (the caller runs the reference).
+pub(crate) fn modifier_only(
+    tb: &Table,
+    stopwords: &std::collections::HashSet<Vec<u8>>,
+    cap: &str,
+    text: &str,
+) -> Option<bool> {
+    let step = cap.chars().next()?.len_utf8();
+    let word_at = |c: Option<char>| -> Option<bool> {
+        match c {
+            None => Some(false),
+            Some(c) if tb.knows(c) => Some(tb.is_word(c)),
+            Some(_) => None,
+        }
+    };
+    let mut from = 0;
+    let mut used = false;
+    while let Some(rel) = text[from..].find(cap) {
+        let at = from + rel;
+        let end = at + cap.len();
+        if word_at(text[..at].chars().next_back())? || word_at(text[end..].chars().next())? {
+            from = at + step;
+            continue;
+        }
+        let rest = &text[end..];
+        let start = end + (rest.len() - rest.trim_start_matches([' ', '\t']).len());
+        let mut stop = start;
+        for c in text[start..].chars() {
+            if !tb.knows(c) {
+                return None;
+            }
+            if !tb.is_word(c) {
+                break;
+            }
+            stop += c.len_utf8();
+        }
+        let follower = &text[start..stop];
+        let first = follower.chars().next();
+        if !(first.is_some_and(|c| tb.is_lower(c)) && !stopwords.contains(follower.as_bytes())) {
+            return Some(false);
+        }
+        used = true;
+        from = stop;
+    }
+    Some(used)
 }

@@ -352,6 +352,12 @@ impl NameFinder {
         }
         Ok(Some(frozenset_of(py, &out)?))
     }
+
+    /// `entities.modifier_only` of the one-word name whose capitalised form is `cap`, or
+    /// None when a character it rests on is beyond the character table.
+    fn modifier_only(&self, cap: &str, text: &str) -> Option<bool> {
+        latin::modifier_only(&self.table, &self.stopwords, cap, text)
+    }
 }
 
 impl NameFinder {

@@ -461,3 +461,34 @@ def test_latin_sentence_analysis_matches_the_reference(sample: str) -> None:
         assert found == (want.stems, want.protected, want.padded)
     if not sample.isascii():
         assert extractive.analyse(sample, bounds=bounds) == want
+
+
+_MODIFIER_WORDS = st.sampled_from(
+    ["canadian", "gothic", "école", "łódź", "africa", "x", "é", "ß", "ǆemal"]
+)
+_MODIFIER_TEXT = st.lists(
+    st.sampled_from(
+        [
+            "Canadian", "Gothic", "École", "Łódź", "Africa", "CanadianX", "xCanadian",
+            "author", "église", "Église", "the", "and", "1990", "ª", "_", "’", " ", "  ",
+            "\t", "\n", ".", ",", "-", "東京", "é", "Ǆemal", "ǅemal", "X",
+        ]
+    ),
+    max_size=30,
+).map("".join) | _LATIN  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_MODIFIER_WORDS, _MODIFIER_TEXT)
+@example("canadian", "a Canadian author, a Canadian\tnovelist")
+@example("africa", "Africa and Africa")
+def test_modifier_only_matches_the_reference(word: str, sample: str) -> None:
+    """The compiled modifier check answers as the reference, or leaves the text to it."""
+    from ctxbudget import entities
+
+    assert text.NAME_FINDER is not None
+    found = text.NAME_FINDER.modifier_only(word[:1].upper() + word[1:], sample)
+    want = entities.modifier_only_reference(word, sample)
+    if found is not None:
+        assert found == want
+    assert entities.modifier_only(word, sample) == want
