@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from itertools import chain
 from functools import lru_cache
+from itertools import chain
 
 from ctxbudget.schemas import ConsolidatedItem
 from ctxbudget.text import NAME_FINDER, STOPWORDS, fold_accents, name_phrases, words

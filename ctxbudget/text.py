@@ -689,7 +689,7 @@ def latin_table() -> list[tuple[int, int, int]]:
             | (4 if digit.match(ch) else 0)
             | (8 if ch.isspace() else 0)
             | (16 if ch.isdigit() else 0)
-        | (32 if ch.islower() else 0)
+            | (32 if ch.islower() else 0)
         )
         out.append((c, flags, ord(low)))
     return out
