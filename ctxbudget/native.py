@@ -3,8 +3,8 @@
 It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
 sentence bounds, proper names, the shingle fold, and the words, normal forms, shingle sets
 and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
-sentence analysis of :mod:`ctxbudget.extractive`; sentence bounds, proper names and the
-sentence analysis also on Latin text beyond ASCII (every character in the table
+sentence analysis of :mod:`ctxbudget.extractive`; word splitting, sentence bounds, proper
+names and the sentence analysis also on Latin text beyond ASCII (every character in the table
 :func:`ctxbudget.text.latin_table` reads from Python's own Unicode database; other text
 runs on the Python code), and whether a one-word name is only a modifier
 (:func:`ctxbudget.entities.modifier_only`); a single scan of a decoded batch's bytes
@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 5
+API_VERSION = 6
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")
@@ -69,6 +69,10 @@ class SentenceAnalyser(Protocol):
     def analyse(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis: ...
 
     def analyse_latin(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis | None: ...
+
+
+class WordSplitter(Protocol):
+    def words(self, text: str) -> list[str] | None: ...
 
 
 class RuleGates(Protocol):
@@ -117,6 +121,8 @@ class NativeModule(Protocol):
     def NameFinder(
         self, stopwords: list[str], min_chars: int, scan_chars: int, table: LatinTable = ()
     ) -> NameFinder: ...
+
+    def WordSplitter(self, table: LatinTable) -> WordSplitter: ...
 
     def PieceCounter(self, ranks: dict[bytes, int]) -> PieceCounter: ...
 

@@ -160,7 +160,22 @@ _ASCII_WORD_BYTES = bytes(b if chr(b).isalnum() else 0x20 for b in range(128)) +
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens (letters and digits), in order."""
+    """Lower-cased word tokens (letters and digits), in order. On the compiled path, Latin
+    text beyond ASCII is split natively (:data:`LATIN_TABLE`); :func:`words_reference` gives
+    the same words."""
+    flat = word_skeleton(text)
+    if flat is not None:
+        return flat.split()
+    if _WORDS is not None:
+        found = _WORDS.words(text)
+        if found is not None:
+            return found
+    return _WORD.findall(text.lower())
+
+
+def words_reference(text: str) -> list[str]:
+    """:func:`words` in pure Python: the reference. A change here needs the same change in
+    ``native/src/latin.rs``; ``tests/property/test_native_paths.py`` compares the two."""
     flat = word_skeleton(text)
     return flat.split() if flat is not None else _WORD.findall(text.lower())
 
@@ -697,6 +712,7 @@ def latin_table() -> list[tuple[int, int, int]]:
 
 #: The table the compiled path reads Latin text with (empty without the compiled path).
 LATIN_TABLE = latin_table() if NATIVE is not None else []
+_WORDS = NATIVE.WordSplitter(LATIN_TABLE) if NATIVE is not None else None
 _SPLITTER = (
     NATIVE.SentenceSplitter(sorted(_ABBREVIATIONS), LATIN_TABLE) if NATIVE is not None else None
 )

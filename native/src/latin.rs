@@ -124,6 +124,29 @@ impl Table {
         out
     }
 
+    /// `text.words` of `text` read straight from its UTF-8, or None when a character of it
+    /// is not in the table.
+    pub(crate) fn words_of(&self, text: &str) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        for c in text.chars() {
+            let f = self.flags(c);
+            if f & KNOWN == 0 {
+                return None;
+            }
+            let l = self.lower[c as usize];
+            if l != '_' && self.is_word(l) {
+                cur.push(l);
+            } else if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        Some(out)
+    }
+
     /// `str.lower` of the characters.
     pub(crate) fn lowered(&self, cs: &[char]) -> String {
         cs.iter().map(|&c| self.lower(c)).collect()

@@ -224,6 +224,29 @@ impl SentenceSplitter {
 }
 
 // ---------------------------------------------------------------------------------------
+// Words: `text.words` on Latin text beyond ASCII.
+
+/// `text.words_reference` of text of the character table (ASCII text stays on the Python
+/// side's byte translation).
+#[pyclass(frozen)]
+struct WordSplitter {
+    table: latin::Table,
+}
+
+#[pymethods]
+impl WordSplitter {
+    #[new]
+    fn new(table: Vec<(u32, u8, u32)>) -> Self {
+        WordSplitter { table: latin::Table::new(&table) }
+    }
+
+    /// The lower-cased words of `text`, or None for text with a character beyond the table.
+    fn words(&self, text: &str) -> Option<Vec<String>> {
+        self.table.words_of(text)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Names: `text.name_phrases` on ASCII text.
 
 /// The name particles of `text._NAME_RUN_ASCII`, in its order.
@@ -649,12 +672,13 @@ impl SentenceAnalyser {
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 5)?;
+    m.add("API_VERSION", 6)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;
     m.add_class::<NameFinder>()?;
     m.add_class::<SentenceAnalyser>()?;
+    m.add_class::<WordSplitter>()?;
     gate::register(m)?;
     m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
     m.add_class::<bpe::PieceCounter>()?;

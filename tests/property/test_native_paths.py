@@ -492,3 +492,16 @@ def test_modifier_only_matches_the_reference(word: str, sample: str) -> None:
     if found is not None:
         assert found == want
     assert entities.modifier_only(word, sample) == want
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_LATIN | _ASCII)
+@example("Zürich_lies on the Limmat; ²x ǅemal ẞtraße İstanbul 東京 e\u0301")
+def test_latin_words_match_the_reference(sample: str) -> None:
+    """The compiled word splitter gives the reference's words of Latin text, or leaves text
+    with a character beyond its table to the reference."""
+    assert text._WORDS is not None
+    found = text._WORDS.words(sample)
+    if found is not None:
+        assert found == text.words_reference(sample)
+    assert words(sample) == text.words_reference(sample)
