@@ -108,9 +108,23 @@ impl Table {
 
     /// `text.words`: the runs of `[^\W_]` of the lower-cased characters.
     pub(crate) fn words(&self, cs: &[char]) -> Vec<String> {
+        self.split_words(cs.iter().copied())
+    }
+
+    /// `text.words` of `text` read straight from its UTF-8, or None when a character of it
+    /// is not in the table.
+    pub(crate) fn words_of(&self, text: &str) -> Option<Vec<String>> {
+        if text.chars().any(|c| self.flags(c) & KNOWN == 0) {
+            return None;
+        }
+        Some(self.split_words(text.chars()))
+    }
+
+    /// The runs of `[^\W_]` of the lower-cased characters of `chars` (all in the table).
+    fn split_words(&self, chars: impl Iterator<Item = char>) -> Vec<String> {
         let mut out = Vec::new();
         let mut cur = String::new();
-        for &c in cs {
+        for c in chars {
             let l = self.lower(c);
             if l != '_' && self.is_word(l) {
                 cur.push(l);
@@ -122,29 +136,6 @@ impl Table {
             out.push(cur);
         }
         out
-    }
-
-    /// `text.words` of `text` read straight from its UTF-8, or None when a character of it
-    /// is not in the table.
-    pub(crate) fn words_of(&self, text: &str) -> Option<Vec<String>> {
-        let mut out = Vec::new();
-        let mut cur = String::new();
-        for c in text.chars() {
-            let f = self.flags(c);
-            if f & KNOWN == 0 {
-                return None;
-            }
-            let l = self.lower[c as usize];
-            if l != '_' && self.is_word(l) {
-                cur.push(l);
-            } else if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-        }
-        if !cur.is_empty() {
-            out.push(cur);
-        }
-        Some(out)
     }
 
     /// `str.lower` of the characters.
