@@ -361,11 +361,11 @@ def benign_traffic() -> Iterator[Unit]:
     yield from wikiqa_units()
 
 
-def all_units(*, tune: bool = False) -> list[Unit]:
-    """Every development unit, in a fixed order; with ``tune``, the tuning corpora
-    (:func:`tune_units`) as well (the shipped model is fitted without them)."""
+def all_units() -> list[Unit]:
+    """Every development unit, in a fixed order (the tuning corpora, :func:`tune_units`,
+    among them)."""
     out: list[Unit] = []
     sources = (bipia_units, deepset_units, notinject_units, own_units, lookalike_units)
-    for source in (*sources, *((tune_units,) if tune else ()), benign_traffic):
+    for source in (*sources, tune_units, benign_traffic):
         out.extend(source())
     return out

@@ -1,7 +1,6 @@
 """Train the injection gate's sentence model and write it as package data.
 
-    python -m bench.train_gate [--part train|all] [--tune]
-                               [--out ctxbudget/safety/injection_model.json]
+    python -m bench.train_gate [--part train|all] [--out ctxbudget/safety/injection_model.json]
 
 Logistic regression on the features of :mod:`ctxbudget.safety.model` (words, word pairs, the
 opening word, inside-a-document), fitted by full-batch Adam with an L2 penalty on the
@@ -20,10 +19,10 @@ prompts. The second fit weighs the retrieval passages that the first one scored 
 that talk to the reader), so one odd passage does not hold the strong threshold up. Features
 seen fewer than twice are dropped, and weights below :data:`PRUNE` after the fit, which keeps
 the file small. ``--part train`` fits on the training part only (for the held-out estimate of
-``python -m bench.injection --model``); the shipped model is fitted on every part. ``--tune``
-adds the tuning corpora of :data:`bench.injection_data.TUNE_CORPORA` (everyday documents
-addressed to people in many languages, and instructions for an AI put into them); the shipped
-model is fitted without them. The fit is
+``python -m bench.injection --model``); the shipped model is fitted on every part. The development
+data includes the tuning corpora of :data:`bench.injection_data.TUNE_CORPORA` (everyday documents
+addressed to people in many languages, and instructions for an AI put into them), without which
+the common short words of other languages weigh as attack words. The fit is
 deterministic: same data, same file.
 
 The thresholds written with the weights are the probabilities at which the gate counts a
@@ -244,13 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--part", choices=("train", "all"), default="all")
     ap.add_argument("--out", type=Path, default=MODEL_FILE)
-    ap.add_argument(
-        "--tune",
-        action="store_true",
-        help="also fit on the tuning corpora (bench/data/gate_docs_tune.jsonl, gate_kinds_tune)",
-    )
     args = ap.parse_args(argv)
-    units = [u for u in all_units(tune=args.tune) if args.part == "all" or u.part == "train"]
+    units = [u for u in all_units() if args.part == "all" or u.part == "train"]
     model = train(units)
     args.out.write_text(model.to_json() + "\n", encoding="utf-8")
     print(
