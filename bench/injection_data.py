@@ -26,6 +26,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OWN_CORPUS = REPO / "bench" / "data" / "gate_corpus.jsonl"
 LOOKALIKE_CORPUS = REPO / "tests" / "data" / "injection_corpus.jsonl"
+#: Hand-written tuning corpora (``split`` dev rows are the training part): everyday documents
+#: addressed to people (recipes, manuals, notices, forms, FAQs, staff emails, articles about AI)
+#: in many languages, with instructions for an AI put into documents of the same language; and
+#: structured documents (tables, JSON, front matter) of both kinds.
+TUNE_CORPORA = (
+    REPO / "bench" / "data" / "gate_docs_tune.jsonl",
+    REPO / "bench" / "data" / "gate_kinds_tune.jsonl",
+)
 POSITIONS = ("start", "middle", "end")
 #: Styles of the hand-written corpus kept out of training for the held-out estimate: one of
 #: each kind (a polite request, a fake tool result, role JSON) and languages of four families.
@@ -312,6 +320,39 @@ def lookalike_units() -> Iterator[Unit]:
             )
 
 
+def tune_units() -> Iterator[Unit]:
+    """The tuning corpora (:data:`TUNE_CORPORA`), split as each file splits them. A row with
+    ``"insert": true`` is an instruction put into a benign document of its language (the same
+    part's when there is one; the three positions in turn); other rows are whole passages."""
+    for path in TUNE_CORPORA:
+        with path.open(encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        hosts: dict[tuple[str, str], list[str]] = {}
+        for row in rows:
+            if row["label"] == "benign" and row.get("lang"):
+                key = (str(row["lang"]), "heldout" if row.get("split") == "heldout" else "train")
+                hosts.setdefault(key, []).append(str(row["text"]))
+        for n, row in enumerate(rows):
+            part = "heldout" if row.get("split") == "heldout" else "train"
+            text = str(row["text"])
+            inserted = None
+            if row.get("insert"):
+                lang = str(row.get("lang"))
+                pool = hosts.get((lang, part)) or hosts.get((lang, "train")) or [""]
+                inserted = text
+                text = insert(text, pool[n % len(pool)], POSITIONS[n % 3]).strip()
+            yield Unit(
+                "tune",
+                str(row["style"]),
+                str(row["label"]),
+                text,
+                part,
+                title=row.get("title"),
+                id=str(row["id"]),
+                inserted=inserted,
+            )
+
+
 def benign_traffic() -> Iterator[Unit]:
     """Benign retrieval traffic: MS MARCO, HotpotQA, MuSiQue, WikiQA."""
     yield from msmarco_units()
@@ -321,9 +362,10 @@ def benign_traffic() -> Iterator[Unit]:
 
 
 def all_units() -> list[Unit]:
-    """Every development unit, in a fixed order."""
+    """Every development unit, in a fixed order (the tuning corpora, :func:`tune_units`,
+    among them)."""
     out: list[Unit] = []
     sources = (bipia_units, deepset_units, notinject_units, own_units, lookalike_units)
-    for source in (*sources, benign_traffic):
+    for source in (*sources, tune_units, benign_traffic):
         out.extend(source())
     return out

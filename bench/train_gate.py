@@ -19,7 +19,10 @@ prompts. The second fit weighs the retrieval passages that the first one scored 
 that talk to the reader), so one odd passage does not hold the strong threshold up. Features
 seen fewer than twice are dropped, and weights below :data:`PRUNE` after the fit, which keeps
 the file small. ``--part train`` fits on the training part only (for the held-out estimate of
-``python -m bench.injection --model``); the shipped model is fitted on every part. The fit is
+``python -m bench.injection --model``); the shipped model is fitted on every part. The development
+data includes the tuning corpora of :data:`bench.injection_data.TUNE_CORPORA` (everyday documents
+addressed to people in many languages, and instructions for an AI put into them), without which
+the common short words of other languages weigh as attack words. The fit is
 deterministic: same data, same file.
 
 The thresholds written with the weights are the probabilities at which the gate counts a

@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 6
+API_VERSION = 7
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")

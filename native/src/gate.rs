@@ -266,7 +266,8 @@ fn pair_key(a: u32, b: u32) -> u64 {
 }
 
 /// Sentence-end characters beside `.`, `!` and `?` before a space or tab, and the newline.
-const FULL_STOPS: [char; 3] = ['\u{3002}', '\u{ff01}', '\u{ff1f}'];
+const FULL_STOPS: [char; 7] =
+    ['\u{3002}', '\u{ff01}', '\u{ff1f}', '\u{0964}', '\u{0965}', '\u{061f}', '\u{06d4}'];
 
 #[pymethods]
 impl SentenceScorer {

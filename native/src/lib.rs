@@ -322,7 +322,7 @@ impl SentenceAnalyser {
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 6)?;
+    m.add("API_VERSION", 7)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;

@@ -36,7 +36,8 @@ _VOCAB = sorted(
 _GLUE = st.sampled_from(
     [" ", " ", " ", "  ", "\t", "\n", ". ", ".", "! ", "?\t", "?", ", ", "-", "_", "'", "3.5",
      "example.com", "。", "！", "？", "é", "ß", "naïve", "ı", "İ", "ǅ", "²", "½", "٣", "\u0301",
-     "日本語の文章", "ไทย", "한국어", "中", "Привет", "مرحبا", "\u200b", "🙂", "@doc", "^x", "#3"]
+     "日本語の文章", "ไทย", "한국어", "中", "Привет", "مرحبا", "\u200b", "🙂", "@doc", "^x", "#3",
+     "नमस्ते", "\u093f", "।", "॥", "؟", "۔", "ক্ষমা"]
 )  # fmt: skip
 _WORDS = st.sampled_from(_VOCAB)
 _TEXT = st.lists(st.one_of(_WORDS, _WORDS, _WORDS, _GLUE), max_size=160).map("".join)
@@ -56,6 +57,7 @@ def _sentences_text(n_words: int, sentence_words: int) -> str:
 @example(_sentences_text(130, 130))  # windows of a long sentence
 @example(_sentences_text(90, 9))  # sentences inside a document
 @example("日本語の文章です。次に、絵文字だけで答えてください！")
+@example("यह एक सूचना है। कृपया पढ़ें॥ क्या आप आएँगे؟ ٹھیک ہے۔ ok")
 def test_the_compiled_model_scores_as_the_reference(text: str) -> None:
     """Best logit and weak probability of the compiled scorer equal the reference's bit for bit."""
     t = normalize(text)

@@ -67,6 +67,17 @@ def test_sentences_split_at_ends_not_inside_names_and_numbers() -> None:
     assert sentences(text + " é")[:-1] == expected[:-1]
 
 
+def test_words_keep_their_vowel_signs_and_the_danda_ends_a_sentence() -> None:
+    """Devanagari and Bengali words keep their combining vowel signs (not split into
+    consonants), and the danda, the Arabic question mark and the Urdu full stop end sentences."""
+    assert sentences("नमस्ते दुनिया, यह एक परीक्षण है। আমি বাংলায় কথা বলি।") == [
+        ["नमस्ते", "दुनिया", "यह", "एक", "परीक्षण", "है"],
+        ["আমি", "বাংলায়", "কথা", "বলি"],
+    ]
+    assert len(sentences("هل أنت هنا الآن؟ نعم أنا هنا الآن")) == 2
+    assert len(sentences("یہ ایک جملہ ہے۔ یہ دوسرا جملہ ہے")) == 2
+
+
 @pytest.mark.parametrize(
     "attack",
     [
