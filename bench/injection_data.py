@@ -33,6 +33,7 @@ LOOKALIKE_CORPUS = REPO / "tests" / "data" / "injection_corpus.jsonl"
 TUNE_CORPORA = (
     REPO / "bench" / "data" / "gate_docs_tune.jsonl",
     REPO / "bench" / "data" / "gate_docs_tune2.jsonl",
+    REPO / "bench" / "data" / "gate_docs_tune3.jsonl",
     REPO / "bench" / "data" / "gate_kinds_tune.jsonl",
 )
 POSITIONS = ("start", "middle", "end")

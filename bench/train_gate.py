@@ -67,7 +67,7 @@ STEPS = int(os.environ.get("GATE_STEPS", "1000"))
 TRAFFIC_WEIGHT = float(os.environ.get("GATE_TW", "10"))
 RATE = 0.05
 #: Logit margin of the strong threshold over the highest retrieval passage.
-MARGIN = 0.25
+MARGIN = float(os.environ.get("GATE_MARGIN", "0.5"))
 #: How far below the strong threshold (in logit) the weak one sits, at most.
 WEAK_GAP = float(os.environ.get("GATE_WEAK_GAP", "1.5"))
 #: How far below the strong threshold (in logit) the off-topic one sits, at most.
