@@ -27,9 +27,11 @@ REPO = Path(__file__).resolve().parent.parent
 OWN_CORPUS = REPO / "bench" / "data" / "gate_corpus.jsonl"
 LOOKALIKE_CORPUS = REPO / "tests" / "data" / "injection_corpus.jsonl"
 #: Hand-written tuning corpora (``split`` dev rows are the training part): everyday documents
-#: addressed to people (recipes, manuals, notices, forms, FAQs, staff emails, articles about AI)
-#: in many languages, with instructions for an AI put into documents of the same language; and
-#: structured documents (tables, JSON, front matter) of both kinds.
+#: addressed to people in many languages (recipes, manuals, notices, forms, FAQs, staff emails,
+#: articles about AI, security posts, LLM documentation, policies, support scripts) and
+#: instructions for an AI put into documents of the same language (planted tasks, exfiltration
+#: links, tool calls, agent comments, fields of configs, tickets and invites); and structured
+#: documents (tables, JSON, front matter) of both kinds.
 TUNE_CORPORA = (
     REPO / "bench" / "data" / "gate_docs_tune.jsonl",
     REPO / "bench" / "data" / "gate_docs_tune2.jsonl",
