@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ctxbudget.native import NATIVE, RuleGates
 
+from .addressee import addressed_labels
 from .model import shipped_model
 from .normalization import prepare
 from .rules import (
@@ -387,6 +388,7 @@ def _score(
     url_weight, url_rule = url_signal(x.cased)
     if url_weight:
         v.add("exfiltration", url_weight, url_rule)
+    _addressee_signal(x, v)
     _hidden_text(x, v, fast=fast)
     if depth == 0:
         _encoded(x, v, fast=fast, complete=complete)
@@ -427,6 +429,22 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
     if FRAME.search(x.t) and frame_weight(x.t, 1_000) >= 1.0:
         weight /= 2
     v.add("injected_task", weight, f"{how}:{p:.3f}")
+
+
+def _addressee_signal(x: _Text, v: Verdict) -> None:
+    """A line opening with a label addressed to an AI system (:mod:`.addressee`), the
+    strongest of them: half its weight when every such label is quoted, nothing when quoted
+    in code (a string literal is data the program holds)."""
+    best, quoted = 0.0, 0.0
+    for offset, weight, _label in addressed_labels(x.t):
+        if _inside(x.spans, offset):
+            quoted = max(quoted, weight)
+        else:
+            best = max(best, weight)
+    if not best and quoted and not x.code:
+        best = quoted / 2
+    if best:
+        v.add("addressed_to_model", best, "addressed_label")
 
 
 def _outside_literals(x: _Text) -> str:
@@ -482,6 +500,7 @@ def scan(text: str) -> tuple[str, ...]:
     candidates = x.candidates
     if not candidates and _nothing_else_to_score(text, x):
         v = Verdict()
+        _addressee_signal(x, v)
         _model_signal(x, v)  # the one check that reads every passage
         return v.findings
     return _score(text, fast=True, depth=0, complete=False, x=x, candidates=candidates).findings

@@ -1,0 +1,228 @@
+"""Lines that open with a label addressed to an AI system, in many languages.
+
+A planted instruction usually says who it is for before it says what to do: "Note for the
+booking agent: ...", "To recipe assistants: ...", "Till den digitala assistenten som sorterar
+inkorgen: ...", "ای میل پڑھنے والے معاون کے لیے ہدایت: ...". The rules read English phrasings
+word by word; this check reads the shape, which is the same in every language: a line (or a
+sentence after a full stop) opens with a short label ending in a colon, the label holds a word
+for an AI system and a word that addresses it (to, for, note, attention, dear; their
+counterparts in other languages, or a dative or "for" postposition), and a clause of several
+words follows. Word lists are matched on the normalised text (lower case, NFKC); scripts
+written without spaces are matched by substring.
+
+The weight depends on how surely the addressee is a machine: a word that only names one (AI,
+LLM, chatbot, KI, ИИ, 人工智能, ...), or an assistant or agent qualified as digital, virtual,
+automated, or reading or processing this text, counts in full (enough alone to withhold); a
+bare "assistant" or "agent" (also a person's job) counts half of that. A role label of the
+noun alone ("Assistant: ...", a chat transcript) is not an address and counts nothing.
+Written by hand because no maintained library classifies addressees; kept to word lists so
+that a new language is one more line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+#: Words that name only an AI system (lower case; a word of the label matches when it is one
+#: of these, or, with a hyphen, starts with one: "ki-assistent", "ии-ассистента").
+MACHINE_WORDS = frozenset(
+    (
+        "ai llm llms gpt chatgpt chatbot chatbots bot bots copilot claude gemini summarizer "
+        "summarizers summariser summarisers crawler crawlers scraper scrapers "
+        # de nl sv da no fi et
+        "ki-assistent ki-assistenten ki-agent sprachmodell sprachmodelle taalmodel "
+        "språkmodell sprogmodel språkmodellen tekoäly tekoälyavustaja tehisintellekt "
+        # fr es pt it ro ca
+        "ia llm-agent modèle chatbots agente-ia "
+        # pl cs sk hu
+        "sztucznej sztuczna umělá umelá mi-asszisztens "
+        # ru uk bg sr
+        "ии ші ші-асистент ші-асистентів ии-ассистент ии-ассистента ии-ассистенту нейросеть "
+        "нейросети нейромережа чат-бот чат-бота чат-боту бот бота боту ботов "
+        # el tr id ms vi sw tl
+        "τν τεχνητή yapay asisten-ai agen-ai "
+        # ar fa he hi ur bn
+        "الذكاء الاصطناعي هوش مصنوعی בינה מלאכותית एआई آئی اے এআই"
+    ).split()
+)
+#: Words that make a hyphenated compound name a machine ("ki-assistenten", "ии-ассистента").
+_COMPOUND = MACHINE_WORDS | {"ki"}
+_GERMAN = frozenset(
+    "für die der den dem an alle jede jeden hinweis achtung notiz anweisung anweisungen "
+    "liebe lieber nachricht".split()
+)
+#: Words for an assistant or an agent: a machine when qualified (:data:`QUALIFIERS`), else
+#: perhaps a person (prefixes: "assistent" matches "assistenten", "assistentin").
+HELPER_PREFIXES = tuple(
+    (
+        "assistant assistent asistent asystent asisten asistan asszisztens avustaja agent "
+        "agen ajan helper model modell modelo modello modèle "
+        "ассистент асистент помощник помощнику помічник помічнику агент модел "
+        "βοηθ μοντέλ مساعد المساعد معاون دستیار עוזר סוכן सहायक সহকারী msaidizi "
+        "trợ katulong tagapag"
+    ).split()
+)
+#: Words that make an assistant or agent a machine: digital, virtual, automated, smart,
+#: web or browser, and what a machine does to this text (reads, processes, sorts, navigates).
+QUALIFIERS = frozenset(
+    (
+        "digital digitala digitale digitalen digitaler digitali numérique virtual virtuel "
+        "virtuelle virtuale virtuell virtuella virtueel virtuale wirtualny wirtualnego "
+        "virtuální automated automatic automatisch automatische automatisierte automatique "
+        "automatico automático automática automatizado automatizada automaattinen automaattiset "
+        "otomatis otomatik smart intelligent intelligente inteligente web browser online email "
+        "e-mail mail inbox coding booking shopping reading processing navigating browsing "
+        "summarizing summarising sorting visiting crawling indexing "
+        "läser liest lit lee lê legge leest czyta čte читает читающий читаючий читає sorterar "
+        "sortiert trie clasifica navigiert navega naviga unayesoma anayesoma "
+        "цифровой цифровий виртуальный віртуальний автоматический автоматичний "
+        "ảo số ذكي الرقمي الآلي هوشمند دیجیتال דיגיטלי וירטואלי ψηφιακό ψηφιακός "
+        "ডিজিটাল डिजिटल پڑھنے والے والا"
+    ).split()
+)
+#: Words that address a label wherever they stand in it: note, attention, dear, message,
+#: instructions, and their counterparts, and the postpositions meaning "for" (Hindi, Urdu,
+#: Bengali, Turkish, Persian).
+ADDRESS_WORDS = frozenset(
+    (
+        "note notes attention attn dear message memo notice reminder instruction "
+        "instructions directive hey hi hello "
+        # de nl sv da no fi
+        "hinweis hinweise anmerkung anmerkungen notiz achtung nachricht anweisung anweisungen liebe lieber "
+        "opmerking notitie bericht instructie instructies beste "
+        "notering obs meddelande instruktion instruktioner kära besked bemærk merk instruks "
+        "huom huomio ohje viesti "
+        # fr es pt it ro
+        "remarque avis consigne consignes cher chère "
+        "nota aviso atención mensaje instrucciones indicaciones estimado querido "
+        "atenção mensagem instruções observação caro prezado "
+        "avviso attenzione messaggio istruzioni notă atenție instrucțiuni "
+        # pl cs sk hu
+        "uwaga notatka wiadomość instrukcja instrukcje drogi poznámka upozornění pokyn pokyny "
+        "zpráva figyelem megjegyzés utasítás "
+        # ru uk el tr
+        "примечание внимание сообщение инструкция инструкции указание указания "
+        "примітка увага повідомлення вказівка інструкція "
+        "σημείωση προσοχή οδηγίες dikkat mesaj talimat talimatlar için "
+        # id ms vi sw tl
+        "catatan perhatian pesan instruksi petunjuk lưu hướng "
+        "ujumbe tahadhari maelekezo maagizo paalala "
+        # ar fa he hi ur bn
+        "ملاحظة تنبيه رسالة تعليمات برای توجه یادداشت پیام دستورالعمل "
+        "הערה הודעה הנחיות לתשומת "
+        "लिए सूचना नोट निर्देश لیے ہدایت نوٹ توجہ জন্য নির্দেশ"
+    ).split()
+)
+#: Prepositions that address a label when they open it: "to recipe assistants", "für den
+#: KI-Assistenten", "для ИИ-ассистента" (not "A guide to AI: ...", which a headline opens
+#: otherwise).
+OPENING_ADDRESS = frozenset(
+    "to for dear attention attn für an à pour aux para al ao aos per till för til do dla "
+    "для к до προς untuk kepada cho gửi kwa إلى الى به אל".split()
+)
+#: Words of a label saying the machine reads this very text: "agents navigating this page",
+#: "the assistant sorting this inbox" (an address without an address word).
+READING_WORDS = frozenset(
+    (
+        "reading processing navigating browsing summarizing summarising sorting visiting "
+        "crawling indexing scanning läser liest lit lee lê legge leest czyta čte читает "
+        "читающий читає sorterar sortiert navigiert unayesoma anayesoma پڑھنے"
+    ).split()
+)
+#: Scripts written without spaces: machine words, helper words and address marks found by
+#: substring in a label of these scripts.
+UNSPACED_MACHINE = ("ai", "人工智能", "智能体", "机器人", "機器人", "チャットボット", "챗봇", "ボット", "봇", "ปัญญาประดิษฐ์", "บอท")
+UNSPACED_HELPER = ("助手", "助理", "アシスタント", "エージェント", "어시스턴트", "에이전트", "비서", "ผู้ช่วย", "代理")
+UNSPACED_ADDRESS = ("致", "给", "給", "对", "對", "へ", "に", "向け", "宛", "에게", "께", "위한", "ถึง", "สำหรับ", "提示", "注意", "说明", "說明", "备注", "指示", "お知らせ", "メモ", "참고", "안내", "지시", "หมายเหตุ")
+_UNSPACED = re.compile("[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+#: A label is at most this many words (or, unspaced, characters) before its colon.
+MAX_LABEL_WORDS = 10
+MAX_LABEL_CHARS = 24
+#: What follows the colon on its line: at least this many words (or unspaced characters).
+MIN_CLAUSE_WORDS = 4
+MIN_CLAUSE_CHARS = 8
+#: A clause of fewer words that does not end as a sentence does is a subtitle.
+TITLE_WORDS = 9
+_QUOTES = "\"'“”„«»「『‘’‹›"
+_CLAUSE_ENDS = (".", "!", "?", "。", "！", "？", "।", "۔", "؟")
+#: Weights: a machine addressee, and a bare assistant or agent.
+MACHINE_WEIGHT = 2.0
+HELPER_WEIGHT = 1.0
+
+_WORD = re.compile(r"[^\W_][\w\-\u0900-\u0dff\u0300-\u036f]*")
+#: Where a label may open: the text's start, a line break, or a sentence end (". ", "! ",
+#: "? ", "。"), with spaces, bullets or markup after it.
+_OPENING = re.compile(r"(?:^|\n|[.!?] |[。！？]|\|)[ \t>*#\-•|]*")
+
+
+def _labels(t: str) -> Iterator[tuple[int, str, str]]:
+    """Each (offset, label, clause) of ``t``: a stretch opening a line or a sentence, ending in
+    ``:`` before a space (or, in unspaced scripts, any ``:``), and what follows it on its line."""
+    pos = t.find(":")
+    while pos != -1:
+        start = max(0, pos - 160)
+        head = t[start:pos]
+        opening = None
+        for m in _OPENING.finditer(head):
+            opening = m
+        if opening is not None:
+            label = head[opening.end() :]
+            end = t.find("\n", pos)
+            clause = t[pos + 1 : end if end != -1 else len(t)]
+            if clause[:1] in (" ", "\t") or (_UNSPACED.search(label) and clause):
+                yield start + opening.end(), label.strip(), clause.strip()
+        pos = t.find(":", pos + 1)
+
+
+def _weight_of(label: str, clause: str) -> float:
+    """The weight of one label and its clause (0 when it is not an address to a machine)."""
+    if not label or not clause:
+        return 0.0
+    if clause[0] in _QUOTES:
+        return 0.0  # the address introduces a quotation: an example, not an order
+    unspaced = _UNSPACED.search(label) is not None
+    if unspaced and (len(label) > MAX_LABEL_CHARS or "," in label or "，" in label):
+        return 0.0  # a clause of running text, not a label
+    label = label.lstrip("([")  # an aside: "(A note for any AI assistant condensing this: ..."
+    if label.count("(") != label.count(")") or label.count("[") != label.count("]"):
+        return 0.0  # a colon inside brackets: "Do Lafzon Ki Kahani (English: ...)"
+    words = _WORD.findall(label)
+    if not unspaced and not 2 <= len(words) <= MAX_LABEL_WORDS:
+        return 0.0
+    clause_words = _WORD.findall(clause)
+    if _UNSPACED.search(clause):
+        if len(clause) < MIN_CLAUSE_CHARS:
+            return 0.0
+    elif len(clause_words) < MIN_CLAUSE_WORDS or (
+        len(clause_words) < TITLE_WORDS and clause[-1:] not in _CLAUSE_ENDS
+    ):
+        return 0.0  # a headline's subtitle ("AI Assistants: How They Work"), not a clause
+    addressed = bool(words) and words[0] in OPENING_ADDRESS
+    addressed = addressed or any(w in ADDRESS_WORDS or w in READING_WORDS for w in words)
+    machine = any(w in MACHINE_WORDS or w.split("-")[0] in _COMPOUND for w in words)
+    helper = any(w.startswith(HELPER_PREFIXES) for w in words)
+    # "KI" (German for AI) is also a Hindi and Turkish word: a machine beside a helper word
+    # or a German word.
+    machine = machine or ("ki" in words and (helper or not _GERMAN.isdisjoint(words)))
+    if unspaced:
+        addressed = addressed or any(a in label for a in UNSPACED_ADDRESS)
+        machine = machine or any(a in label for a in UNSPACED_MACHINE)
+        helper = helper or any(a in label for a in UNSPACED_HELPER)
+    if not addressed:
+        return 0.0
+    if machine or (helper and any(w in QUALIFIERS for w in words)):
+        return MACHINE_WEIGHT
+    return HELPER_WEIGHT if helper else 0.0
+
+
+def addressed_labels(t: str) -> Iterator[tuple[int, float, str]]:
+    """Each (offset, weight, label) of normalised text ``t`` whose label addresses an AI
+    system (see the module docstring), in text order."""
+    if ":" not in t:
+        return
+    for offset, label, clause in _labels(t):
+        weight = _weight_of(label, clause)
+        if weight > 0.0:
+            yield offset, weight, label
