@@ -46,20 +46,30 @@ MACHINE_WORDS = frozenset(
         "الذكاء الاصطناعي هوش مصنوعی בינה מלאכותית एआई آئی اے এআই"
     ).split()
 )
+#: Beginnings of words that name only an AI system, however inflected ("czatbota", "нейросети").
+MACHINE_PREFIXES = (
+    "chatbot", "czatbot", "četbot", "chatbott", "sprachmodell", "taalmodel", "språkmodell",
+    "tekoäly", "нейросет", "нейромереж", "чат-бот", "чатбот", "llm", "ki-", "ai-", "ии-", "ші-",
+    "іі-",
+)
 #: Words that make a hyphenated compound name a machine ("ki-assistenten", "ии-ассистента").
-_COMPOUND = MACHINE_WORDS | {"ki"}
+_COMPOUND = MACHINE_WORDS | {"ki", "іі"}
 _GERMAN = frozenset(
     "für die der den dem an alle jede jeden hinweis achtung notiz anweisung anweisungen "
     "liebe lieber nachricht".split()
 )
-#: Words for an assistant or an agent: a machine when qualified (:data:`QUALIFIERS`), else
-#: perhaps a person (prefixes: "assistent" matches "assistenten", "assistentin").
+#: Words for an assistant, an agent, a tool or a system: a machine when qualified
+#: (:data:`QUALIFIERS`), else perhaps a person. The long stems are found inside compounds
+#: ("kodassistenter", "Bestellassistent"), the short ones open a word ("agentes", "modelo").
+HELPER_STEMS = (
+    "assistant", "assistent", "asistent", "asystent", "asisten", "asistan", "asszisztens",
+    "avustaja", "ассистент", "асистент", "помощник", "помічник", "βοηθ", "msaidizi",
+)
 HELPER_PREFIXES = tuple(
     (
-        "assistant assistent asistent asystent asisten asistan asszisztens avustaja agent "
-        "agen ajan helper model modell modelo modello modèle "
-        "ассистент асистент помощник помощнику помічник помічнику агент модел "
-        "βοηθ μοντέλ مساعد المساعد معاون دستیار עוזר סוכן सहायक সহকারী msaidizi "
+        "agent agen ajan helper model modell modelo modello modèle tool outil herramienta "
+        "ferramenta strumento werkzeug processor "
+        "агент модел μοντέλ مساعد المساعد معاون دستیار עוזר סוכן כלי סקירת सहायक সহকারী "
         "trợ katulong tagapag"
     ).split()
 )
@@ -78,7 +88,12 @@ QUALIFIERS = frozenset(
         "sortiert trie clasifica navigiert navega naviga unayesoma anayesoma "
         "цифровой цифровий виртуальный віртуальний автоматический автоматичний "
         "ảo số ذكي الرقمي الآلي هوشمند دیجیتال דיגיטלי וירטואלי ψηφιακό ψηφιακός "
-        "ডিজিটাল डिजिटल پڑھنے والے والا"
+        "ডিজিটাল डिजिटल پڑھنے والے والا "
+        "résume resume riassume zusammenfasst samenvat sammanfattar opsummerer tiivistää "
+        "podsumowuje shrnuje суммирует резюмирует підсумовує özetleyen merangkum يلخص "
+        "zpracovává zpracovávající обрабатывает обробляє האוטומטי אוטומטי "
+        "programming programmazione programación programação programmier programmering "
+        "programowania kódu belanja shopping compras acquisti einkauf achats"
     ).split()
 )
 #: Words that address a label wherever they stand in it: note, attention, dear, message,
@@ -130,6 +145,19 @@ READING_WORDS = frozenset(
         "читающий читає sorterar sortiert navigiert unayesoma anayesoma پڑھنے"
     ).split()
 )
+#: Prepositions and what follows them that address a label wherever they stand: "prep for the
+#: scheduling assistant", "instructions for any agent".
+_TO = frozenset("to for für pour para per voor för til dla для".split())
+_ANY = frozenset(
+    "the any all every each den die der dem le la les el los las il lo gli het alle tout tous "
+    "toute todo todos todas ogni każdego wszystkich всех любого любой".split()
+)
+#: Relative pronouns: a helper word with a relative clause is an address ("assistant that
+#: manages this repository: ...", "Помощнику, который подбирает товары: ...").
+_RELATIVE = frozenset(
+    "that who which die dat der das som qui que che który która które který která které "
+    "который которая которые який яка які που yang ambaye na".split()
+)
 #: Scripts written without spaces: machine words, helper words and address marks found by
 #: substring in a label of these scripts.
 UNSPACED_MACHINE = ("ai", "人工智能", "智能体", "机器人", "機器人", "チャットボット", "챗봇", "ボット", "봇", "ปัญญาประดิษฐ์", "บอท")
@@ -139,13 +167,19 @@ _UNSPACED = re.compile("[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf
 
 #: A label is at most this many words (or, unspaced, characters) before its colon.
 MAX_LABEL_WORDS = 10
-MAX_LABEL_CHARS = 24
+MAX_LABEL_CHARS = 36
 #: What follows the colon on its line: at least this many words (or unspaced characters).
 MIN_CLAUSE_WORDS = 4
 MIN_CLAUSE_CHARS = 8
 #: A clause of fewer words that does not end as a sentence does is a subtitle.
 TITLE_WORDS = 9
 _QUOTES = "\"'“”„«»「『‘’‹›"
+#: Endings of a label that introduces an example.
+_EXAMPLE = (
+    "example", "e.g", "for instance", "beispiel", "z.b", "exemple", "ejemplo", "exemplo",
+    "esempio", "voorbeeld", "exempel", "eksempel", "przykład", "например", "наприклад",
+    "örneğin", "contoh", "例如", "比如", "例えば", "예를 들어",
+)
 _CLAUSE_ENDS = (".", "!", "?", "。", "！", "？", "।", "۔", "؟")
 #: Weights: a machine addressee, and a bare assistant or agent.
 MACHINE_WEIGHT = 2.0
@@ -154,7 +188,7 @@ HELPER_WEIGHT = 1.0
 _WORD = re.compile(r"[^\W_][\w\-\u0900-\u0dff\u0300-\u036f]*")
 #: Where a label may open: the text's start, a line break, or a sentence end (". ", "! ",
 #: "? ", "。"), with spaces, bullets or markup after it.
-_OPENING = re.compile(r"(?:^|\n|[.!?] |[。！？]|\|)[ \t>*#\-•|]*")
+_OPENING = re.compile(r"(?:^|\n|[.!?] |[。！？]|\||\] |\()[ \t>*#\-•|/]*")
 
 
 def _labels(t: str) -> Iterator[tuple[int, str, str]]:
@@ -180,8 +214,8 @@ def _weight_of(label: str, clause: str) -> float:
     """The weight of one label and its clause (0 when it is not an address to a machine)."""
     if not label or not clause:
         return 0.0
-    if clause[0] in _QUOTES:
-        return 0.0  # the address introduces a quotation: an example, not an order
+    if clause[0] in _QUOTES or label[:1] in _QUOTES or label.endswith(_EXAMPLE):
+        return 0.0  # a quotation or an example, not an order
     unspaced = _UNSPACED.search(label) is not None
     if unspaced and (len(label) > MAX_LABEL_CHARS or "," in label or "，" in label):
         return 0.0  # a clause of running text, not a label
@@ -201,8 +235,17 @@ def _weight_of(label: str, clause: str) -> float:
         return 0.0  # a headline's subtitle ("AI Assistants: How They Work"), not a clause
     addressed = bool(words) and words[0] in OPENING_ADDRESS
     addressed = addressed or any(w in ADDRESS_WORDS or w in READING_WORDS for w in words)
-    machine = any(w in MACHINE_WORDS or w.split("-")[0] in _COMPOUND for w in words)
-    helper = any(w.startswith(HELPER_PREFIXES) for w in words)
+    addressed = addressed or any(
+        a in _TO and b in _ANY for a, b in zip(words, words[1:], strict=False)
+    )
+    if any("\u0590" <= c <= "\u05ff" for c in label):
+        # Hebrew writes "to", "the" and "that" as prefixes: "לבוט" is "to the bot".
+        words = [*words, *(w[1:] for w in words if w[:1] in "להבשו" and len(w) > 3)]
+    machine = any(
+        w in MACHINE_WORDS or w.startswith(MACHINE_PREFIXES) or w.split("-")[0] in _COMPOUND
+        for w in words
+    )
+    helper = any(w.startswith(HELPER_PREFIXES) or any(h in w for h in HELPER_STEMS) for w in words)
     # "KI" (German for AI) is also a Hindi and Turkish word: a machine beside a helper word
     # or a German word.
     machine = machine or ("ki" in words and (helper or not _GERMAN.isdisjoint(words)))
@@ -210,11 +253,14 @@ def _weight_of(label: str, clause: str) -> float:
         addressed = addressed or any(a in label for a in UNSPACED_ADDRESS)
         machine = machine or any(a in label for a in UNSPACED_MACHINE)
         helper = helper or any(a in label for a in UNSPACED_HELPER)
-    if not addressed:
+    addressed_words = addressed
+    if not addressed and not (helper and not _RELATIVE.isdisjoint(words)):
         return 0.0
-    if machine or (helper and any(w in QUALIFIERS for w in words)):
+    if machine or (helper and any(w in QUALIFIERS or w in READING_WORDS for w in words)):
         return MACHINE_WEIGHT
-    return HELPER_WEIGHT if helper else 0.0
+    if helper and not addressed_words and not _RELATIVE.isdisjoint(words):
+        return HELPER_WEIGHT  # "Assistent die deze repository beheert: ..." (a vocative)
+    return HELPER_WEIGHT if helper and addressed_words else 0.0
 
 
 def addressed_labels(t: str) -> Iterator[tuple[int, float, str]]:
