@@ -173,6 +173,8 @@ MIN_CLAUSE_WORDS = 4
 MIN_CLAUSE_CHARS = 8
 #: A clause of fewer words that does not end as a sentence does is a subtitle.
 TITLE_WORDS = 9
+#: Quotation marks inside a label (an apostrophe is a word's: "Editors' note").
+_LABEL_QUOTES = "\"“”„«»「『"
 _QUOTES = "\"'“”„«»「『‘’‹›"
 #: Endings of a label that introduces an example.
 _EXAMPLE = (
@@ -186,36 +188,45 @@ MACHINE_WEIGHT = 2.0
 HELPER_WEIGHT = 1.0
 
 _WORD = re.compile(r"[^\W_][\w\-\u0900-\u0dff\u0300-\u036f]*")
-#: Where a label may open: the text's start, a line break, or a sentence end (". ", "! ",
-#: "? ", "。"), with spaces, bullets or markup after it.
-_OPENING = re.compile(r"(?:^|\n|[.!?] |[。！？]|\||\] |\()[ \t>*#\-•|/]*")
+#: Where a label may open beside a line break: after a sentence end, a table cell's bar, a
+#: chat log's timestamp or an opening bracket (then spaces, bullets or comment marks).
+_BOUNDARIES = (". ", "! ", "? ", "。", "！", "？", "|", "] ", "(")
+_LEAD = " \t>*#-•|/"
+#: Labels longer than this many characters are not looked at.
+_MAX_HEAD = 160
 
 
 def _labels(t: str) -> Iterator[tuple[int, str, str]]:
     """Each (offset, label, clause) of ``t``: a stretch opening a line or a sentence, ending in
-    ``:`` before a space (or, in unspaced scripts, any ``:``), and what follows it on its line."""
+    ``:`` before a space (or, in unspaced scripts, any ``:``), and what follows it on its line.
+    Only the colons are visited (``str.find``), and each one's opening found by ``str.rfind``."""
+    n = len(t)
     pos = t.find(":")
     while pos != -1:
-        start = max(0, pos - 160)
-        head = t[start:pos]
-        opening = None
-        for m in _OPENING.finditer(head):
-            opening = m
-        if opening is not None:
-            label = head[opening.end() :]
-            end = t.find("\n", pos)
-            clause = t[pos + 1 : end if end != -1 else len(t)]
-            if clause[:1] in (" ", "\t") or (_UNSPACED.search(label) and clause):
-                yield start + opening.end(), label.strip(), clause.strip()
+        after = t[pos + 1 : pos + 2]
+        if after in (" ", "\t") or (after and _UNSPACED.match(after) is not None):
+            start = max(t.rfind("\n", 0, pos) + 1, pos - _MAX_HEAD)
+            for mark in _BOUNDARIES:
+                k = t.rfind(mark, start, pos)
+                if k != -1 and k + len(mark) > start:
+                    start = k + len(mark)
+            while start < pos and t[start] in _LEAD:
+                start += 1
+            label = t[start:pos]
+            if label.count(" ") <= MAX_LABEL_WORDS + 2:
+                end = t.find("\n", pos)
+                clause = t[pos + 1 : end if end != -1 else n]
+                yield start, label.strip(), clause.strip()
         pos = t.find(":", pos + 1)
 
 
 def _weight_of(label: str, clause: str) -> float:
-    """The weight of one label and its clause (0 when it is not an address to a machine)."""
+    """The weight of one label and its clause (0 when it is not an address to a machine).
+    The cheap tests go first: most labels ("Ingredients", "Source", "Note") fail one."""
     if not label or not clause:
         return 0.0
-    if clause[0] in _QUOTES or label[:1] in _QUOTES or label.endswith(_EXAMPLE):
-        return 0.0  # a quotation or an example, not an order
+    if clause[0] in _QUOTES or label.endswith(_EXAMPLE) or any(q in label for q in _LABEL_QUOTES):
+        return 0.0  # a quotation, or an example, not an order
     unspaced = _UNSPACED.search(label) is not None
     if unspaced and (len(label) > MAX_LABEL_CHARS or "," in label or "，" in label):
         return 0.0  # a clause of running text, not a label
@@ -225,42 +236,47 @@ def _weight_of(label: str, clause: str) -> float:
     words = _WORD.findall(label)
     if not unspaced and not 2 <= len(words) <= MAX_LABEL_WORDS:
         return 0.0
-    clause_words = _WORD.findall(clause)
-    if _UNSPACED.search(clause):
-        if len(clause) < MIN_CLAUSE_CHARS:
-            return 0.0
-    elif len(clause_words) < MIN_CLAUSE_WORDS or (
-        len(clause_words) < TITLE_WORDS and clause[-1:] not in _CLAUSE_ENDS
-    ):
-        return 0.0  # a headline's subtitle ("AI Assistants: How They Work"), not a clause
-    addressed = bool(words) and words[0] in OPENING_ADDRESS
-    addressed = addressed or any(w in ADDRESS_WORDS or w in READING_WORDS for w in words)
-    addressed = addressed or any(
-        a in _TO and b in _ANY for a, b in zip(words, words[1:], strict=False)
-    )
     if any("\u0590" <= c <= "\u05ff" for c in label):
         # Hebrew writes "to", "the" and "that" as prefixes: "לבוט" is "to the bot".
-        words = [*words, *(w[1:] for w in words if w[:1] in "להבשו" and len(w) > 3)]
-    machine = any(
-        w in MACHINE_WORDS or w.startswith(MACHINE_PREFIXES) or w.split("-")[0] in _COMPOUND
-        for w in words
+        words += [w[1:] for w in words if w[:1] in "להבשו" and len(w) > 3]
+    addressed = (
+        words[:1] != [] and words[0] in OPENING_ADDRESS
+        or not ADDRESS_WORDS.isdisjoint(words)
+        or not READING_WORDS.isdisjoint(words)
+        or any(a in _TO and b in _ANY for a, b in zip(words, words[1:], strict=False))
+        or (unspaced and any(a in label for a in UNSPACED_ADDRESS))
     )
-    helper = any(w.startswith(HELPER_PREFIXES) or any(h in w for h in HELPER_STEMS) for w in words)
-    # "KI" (German for AI) is also a Hindi and Turkish word: a machine beside a helper word
-    # or a German word.
-    machine = machine or ("ki" in words and (helper or not _GERMAN.isdisjoint(words)))
-    if unspaced:
-        addressed = addressed or any(a in label for a in UNSPACED_ADDRESS)
-        machine = machine or any(a in label for a in UNSPACED_MACHINE)
-        helper = helper or any(a in label for a in UNSPACED_HELPER)
-    addressed_words = addressed
-    if not addressed and not (helper and not _RELATIVE.isdisjoint(words)):
+    # A helper word with a relative clause is a vocative: "Assistent die deze repository
+    # beheert: ...".
+    if not addressed and _RELATIVE.isdisjoint(words):
         return 0.0
-    if machine or (helper and any(w in QUALIFIERS or w in READING_WORDS for w in words)):
+    if not _a_clause(clause):
+        return 0.0
+    helper = any(w.startswith(HELPER_PREFIXES) or any(h in w for h in HELPER_STEMS) for w in words)
+    machine = (
+        any(
+            w in MACHINE_WORDS or w.startswith(MACHINE_PREFIXES) or w.split("-")[0] in _COMPOUND
+            for w in words
+        )
+        # "KI" (German for AI) is also a Hindi and Turkish word: a machine beside a helper
+        # word or a German word.
+        or ("ki" in words and (helper or not _GERMAN.isdisjoint(words)))
+        or (unspaced and any(a in label for a in UNSPACED_MACHINE))
+    )
+    helper = helper or (unspaced and any(a in label for a in UNSPACED_HELPER))
+    if machine or (helper and not (QUALIFIERS.isdisjoint(words) and READING_WORDS.isdisjoint(words))):
         return MACHINE_WEIGHT
-    if helper and not addressed_words and not _RELATIVE.isdisjoint(words):
-        return HELPER_WEIGHT  # "Assistent die deze repository beheert: ..." (a vocative)
-    return HELPER_WEIGHT if helper and addressed_words else 0.0
+    return HELPER_WEIGHT if helper else 0.0
+
+
+def _a_clause(clause: str) -> bool:
+    """Whether what follows a label reads as a clause: enough words (or characters, in a
+    script written without spaces), and a sentence's end unless it is long (not a headline's
+    subtitle: "AI Assistants: How They Work")."""
+    if _UNSPACED.search(clause):
+        return len(clause) >= MIN_CLAUSE_CHARS
+    n = len(_WORD.findall(clause))
+    return n >= MIN_CLAUSE_WORDS and (n >= TITLE_WORDS or clause[-1:] in _CLAUSE_ENDS)
 
 
 def addressed_labels(t: str) -> Iterator[tuple[int, float, str]]:
