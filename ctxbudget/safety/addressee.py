@@ -23,146 +23,224 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from itertools import pairwise
+
+
+def _set(words: str) -> frozenset[str]:
+    """The words of a space-separated list (the lists below read as prose, a language a line)."""
+    return frozenset(words.split())
+
+
+def _tuple(words: str) -> tuple[str, ...]:
+    return tuple(words.split())
+
 
 #: Words that name only an AI system (lower case; a word of the label matches when it is one
 #: of these, or, with a hyphen, starts with one: "ki-assistent", "ии-ассистента").
-MACHINE_WORDS = frozenset(
-    (
-        "ai llm llms gpt chatgpt chatbot chatbots bot bots copilot claude gemini summarizer "
-        "summarizers summariser summarisers crawler crawlers scraper scrapers "
-        # de nl sv da no fi et
-        "ki-assistent ki-assistenten ki-agent sprachmodell sprachmodelle taalmodel "
-        "språkmodell sprogmodel språkmodellen tekoäly tekoälyavustaja tehisintellekt "
-        # fr es pt it ro ca
-        "ia llm-agent modèle chatbots agente-ia "
-        # pl cs sk hu
-        "sztucznej sztuczna umělá umelá mi-asszisztens "
-        # ru uk bg sr
-        "ии ші ші-асистент ші-асистентів ии-ассистент ии-ассистента ии-ассистенту нейросеть "
-        "нейросети нейромережа чат-бот чат-бота чат-боту бот бота боту ботов "
-        # el tr id ms vi sw tl
-        "τν τεχνητή yapay asisten-ai agen-ai "
-        # ar fa he hi ur bn
-        "الذكاء الاصطناعي هوش مصنوعی בינה מלאכותית एआई آئی اے এআই"
-    ).split()
+MACHINE_WORDS = _set(
+    "ai llm llms gpt chatgpt chatbot chatbots bot bots copilot claude gemini summarizer "
+    "summarizers summariser summarisers crawler crawlers scraper scrapers "
+    # de nl sv da no fi et
+    "ki-assistent ki-assistenten ki-agent sprachmodell sprachmodelle taalmodel "
+    "språkmodell sprogmodel språkmodellen tekoäly tekoälyavustaja tehisintellekt "
+    # fr es pt it ro ca
+    "ia llm-agent modèle chatbots agente-ia "
+    # pl cs sk hu
+    "sztucznej sztuczna umělá umelá mi-asszisztens "
+    # ru uk bg sr
+    "ии ші ші-асистент ші-асистентів ии-ассистент ии-ассистента ии-ассистенту нейросеть "
+    "нейросети нейромережа чат-бот чат-бота чат-боту бот бота боту ботов "
+    # el tr id ms vi sw tl
+    "τν τεχνητή yapay asisten-ai agen-ai "
+    # ar fa he hi ur bn
+    "الذكاء الاصطناعي هوش مصنوعی בינה מלאכותית एआई آئی اے এআই"
 )
 #: Beginnings of words that name only an AI system, however inflected ("czatbota", "нейросети").
 MACHINE_PREFIXES = (
-    "chatbot", "czatbot", "četbot", "chatbott", "sprachmodell", "taalmodel", "språkmodell",
-    "tekoäly", "нейросет", "нейромереж", "чат-бот", "чатбот", "llm", "ki-", "ai-", "ии-", "ші-",
+    "chatbot",
+    "czatbot",
+    "četbot",
+    "chatbott",
+    "sprachmodell",
+    "taalmodel",
+    "språkmodell",
+    "tekoäly",
+    "нейросет",
+    "нейромереж",
+    "чат-бот",
+    "чатбот",
+    "llm",
+    "ki-",
+    "ai-",
+    "ии-",
+    "ші-",
     "іі-",
 )
 #: Words that make a hyphenated compound name a machine ("ki-assistenten", "ии-ассистента").
 _COMPOUND = MACHINE_WORDS | {"ki", "іі"}
-_GERMAN = frozenset(
+_GERMAN = _set(
     "für die der den dem an alle jede jeden hinweis achtung notiz anweisung anweisungen "
-    "liebe lieber nachricht".split()
+    "liebe lieber nachricht"
 )
 #: Words for an assistant, an agent, a tool or a system: a machine when qualified
 #: (:data:`QUALIFIERS`), else perhaps a person. The long stems are found inside compounds
 #: ("kodassistenter", "Bestellassistent"), the short ones open a word ("agentes", "modelo").
 HELPER_STEMS = (
-    "assistant", "assistent", "asistent", "asystent", "asisten", "asistan", "asszisztens",
-    "avustaja", "ассистент", "асистент", "помощник", "помічник", "βοηθ", "msaidizi",
+    "assistant",
+    "assistent",
+    "asistent",
+    "asystent",
+    "asisten",
+    "asistan",
+    "asszisztens",
+    "avustaja",
+    "ассистент",
+    "асистент",
+    "помощник",
+    "помічник",
+    "βοηθ",
+    "msaidizi",
 )
-HELPER_PREFIXES = tuple(
-    (
-        "agent agen ajan helper model modell modelo modello modèle tool outil herramienta "
-        "ferramenta strumento werkzeug processor "
-        "агент модел μοντέλ مساعد المساعد معاون دستیار עוזר סוכן כלי סקירת सहायक সহকারী "
-        "trợ katulong tagapag"
-    ).split()
+HELPER_PREFIXES = _tuple(
+    "agent agen ajan helper model modell modelo modello modèle tool outil herramienta "
+    "ferramenta strumento werkzeug processor "
+    "агент модел μοντέλ مساعد المساعد معاون دستیار עוזר סוכן כלי סקירת सहायक সহকারী "
+    "trợ katulong tagapag"
 )
 #: Words that make an assistant or agent a machine: digital, virtual, automated, smart,
 #: web or browser, and what a machine does to this text (reads, processes, sorts, navigates).
-QUALIFIERS = frozenset(
-    (
-        "digital digitala digitale digitalen digitaler digitali numérique virtual virtuel "
-        "virtuelle virtuale virtuell virtuella virtueel virtuale wirtualny wirtualnego "
-        "virtuální automated automatic automatisch automatische automatisierte automatique "
-        "automatico automático automática automatizado automatizada automaattinen automaattiset "
-        "otomatis otomatik smart intelligent intelligente inteligente web browser online email "
-        "e-mail mail inbox coding booking shopping reading processing navigating browsing "
-        "summarizing summarising sorting visiting crawling indexing "
-        "läser liest lit lee lê legge leest czyta čte читает читающий читаючий читає sorterar "
-        "sortiert trie clasifica navigiert navega naviga unayesoma anayesoma "
-        "цифровой цифровий виртуальный віртуальний автоматический автоматичний "
-        "ảo số ذكي الرقمي الآلي هوشمند دیجیتال דיגיטלי וירטואלי ψηφιακό ψηφιακός "
-        "ডিজিটাল डिजिटल پڑھنے والے والا "
-        "résume resume riassume zusammenfasst samenvat sammanfattar opsummerer tiivistää "
-        "podsumowuje shrnuje суммирует резюмирует підсумовує özetleyen merangkum يلخص "
-        "zpracovává zpracovávající обрабатывает обробляє האוטומטי אוטומטי "
-        "programming programmazione programación programação programmier programmering "
-        "programowania kódu belanja shopping compras acquisti einkauf achats"
-    ).split()
+QUALIFIERS = _set(
+    "digital digitala digitale digitalen digitaler digitali numérique virtual virtuel "
+    "virtuelle virtuale virtuell virtuella virtueel virtuale wirtualny wirtualnego "
+    "virtuální automated automatic automatisch automatische automatisierte automatique "
+    "automatico automático automática automatizado automatizada automaattinen automaattiset "
+    "otomatis otomatik smart intelligent intelligente inteligente web browser online email "
+    "e-mail mail inbox coding booking shopping reading processing navigating browsing "
+    "summarizing summarising sorting visiting crawling indexing "
+    "läser liest lit lee lê legge leest czyta čte читает читающий читаючий читає sorterar "
+    "sortiert trie clasifica navigiert navega naviga unayesoma anayesoma "
+    "цифровой цифровий виртуальный віртуальний автоматический автоматичний "
+    "ảo số ذكي الرقمي الآلي هوشمند دیجیتال דיגיטלי וירטואלי ψηφιακό ψηφιακός "
+    "ডিজিটাল डिजिटल پڑھنے والے والا "
+    "résume resume riassume zusammenfasst samenvat sammanfattar opsummerer tiivistää "
+    "podsumowuje shrnuje суммирует резюмирует підсумовує özetleyen merangkum يلخص "
+    "zpracovává zpracovávající обрабатывает обробляє האוטומטי אוטומטי "
+    "programming programmazione programación programação programmier programmering "
+    "programowania kódu belanja shopping compras acquisti einkauf achats"
 )
 #: Words that address a label wherever they stand in it: note, attention, dear, message,
 #: instructions, and their counterparts, and the postpositions meaning "for" (Hindi, Urdu,
 #: Bengali, Turkish, Persian).
-ADDRESS_WORDS = frozenset(
-    (
-        "note notes attention attn dear message memo notice reminder instruction "
-        "instructions directive hey hi hello "
-        # de nl sv da no fi
-        "hinweis hinweise anmerkung anmerkungen notiz achtung nachricht anweisung anweisungen liebe lieber "
-        "opmerking notitie bericht instructie instructies beste "
-        "notering obs meddelande instruktion instruktioner kära besked bemærk merk instruks "
-        "huom huomio ohje viesti "
-        # fr es pt it ro
-        "remarque avis consigne consignes cher chère "
-        "nota aviso atención mensaje instrucciones indicaciones estimado querido "
-        "atenção mensagem instruções observação caro prezado "
-        "avviso attenzione messaggio istruzioni notă atenție instrucțiuni "
-        # pl cs sk hu
-        "uwaga notatka wiadomość instrukcja instrukcje drogi poznámka upozornění pokyn pokyny "
-        "zpráva figyelem megjegyzés utasítás "
-        # ru uk el tr
-        "примечание внимание сообщение инструкция инструкции указание указания "
-        "примітка увага повідомлення вказівка інструкція "
-        "σημείωση προσοχή οδηγίες dikkat mesaj talimat talimatlar için "
-        # id ms vi sw tl
-        "catatan perhatian pesan instruksi petunjuk lưu hướng "
-        "ujumbe tahadhari maelekezo maagizo paalala "
-        # ar fa he hi ur bn
-        "ملاحظة تنبيه رسالة تعليمات برای توجه یادداشت پیام دستورالعمل "
-        "הערה הודעה הנחיות לתשומת "
-        "लिए सूचना नोट निर्देश لیے ہدایت نوٹ توجہ জন্য নির্দেশ"
-    ).split()
+ADDRESS_WORDS = _set(
+    "note notes attention attn dear message memo notice reminder instruction "
+    "instructions directive hey hi hello "
+    # de nl sv da no fi
+    "hinweis hinweise anmerkung anmerkungen notiz achtung nachricht anweisung anweisungen "
+    "liebe lieber "
+    "opmerking notitie bericht instructie instructies beste "
+    "notering obs meddelande instruktion instruktioner kära besked bemærk merk instruks "
+    "huom huomio ohje viesti "
+    # fr es pt it ro
+    "remarque avis consigne consignes cher chère "
+    "nota aviso atención mensaje instrucciones indicaciones estimado querido "
+    "atenção mensagem instruções observação caro prezado "
+    "avviso attenzione messaggio istruzioni notă atenție instrucțiuni "
+    # pl cs sk hu
+    "uwaga notatka wiadomość instrukcja instrukcje drogi poznámka upozornění pokyn pokyny "
+    "zpráva figyelem megjegyzés utasítás "
+    # ru uk el tr
+    "примечание внимание сообщение инструкция инструкции указание указания "
+    "примітка увага повідомлення вказівка інструкція "
+    "σημείωση προσοχή οδηγίες dikkat mesaj talimat talimatlar için "
+    # id ms vi sw tl
+    "catatan perhatian pesan instruksi petunjuk lưu hướng "
+    "ujumbe tahadhari maelekezo maagizo paalala "
+    # ar fa he hi ur bn
+    "ملاحظة تنبيه رسالة تعليمات برای توجه یادداشت پیام دستورالعمل "
+    "הערה הודעה הנחיות לתשומת "
+    "लिए सूचना नोट निर्देश لیے ہدایت نوٹ توجہ জন্য নির্দেশ"
 )
 #: Prepositions that address a label when they open it: "to recipe assistants", "für den
 #: KI-Assistenten", "для ИИ-ассистента" (not "A guide to AI: ...", which a headline opens
 #: otherwise).
-OPENING_ADDRESS = frozenset(
+OPENING_ADDRESS = _set(
     "to for dear attention attn für an à pour aux para al ao aos per till för til do dla "
-    "для к до προς untuk kepada cho gửi kwa إلى الى به אל".split()
+    "для к до προς untuk kepada cho gửi kwa sa إلى الى به אל"
 )
 #: Words of a label saying the machine reads this very text: "agents navigating this page",
 #: "the assistant sorting this inbox" (an address without an address word).
-READING_WORDS = frozenset(
-    (
-        "reading processing navigating browsing summarizing summarising sorting visiting "
-        "crawling indexing scanning läser liest lit lee lê legge leest czyta čte читает "
-        "читающий читає sorterar sortiert navigiert unayesoma anayesoma پڑھنے"
-    ).split()
+READING_WORDS = _set(
+    "reading processing navigating browsing summarizing summarising sorting visiting "
+    "crawling indexing scanning läser liest lit lee lê legge leest czyta čte читает "
+    "читающий читає sorterar sortiert navigiert unayesoma anayesoma پڑھنے"
 )
 #: Prepositions and what follows them that address a label wherever they stand: "prep for the
 #: scheduling assistant", "instructions for any agent".
-_TO = frozenset("to for für pour para per voor för til dla для".split())
-_ANY = frozenset(
+_TO = _set("to for für pour para per voor för til dla для")
+_ANY = _set(
     "the any all every each den die der dem le la les el los las il lo gli het alle tout tous "
-    "toute todo todos todas ogni każdego wszystkich всех любого любой".split()
+    "toute todo todos todas ogni każdego wszystkich всех любого любой"
 )
 #: Relative pronouns: a helper word with a relative clause is an address ("assistant that
 #: manages this repository: ...", "Помощнику, который подбирает товары: ...").
-_RELATIVE = frozenset(
+_RELATIVE = _set(
     "that who which die dat der das som qui que che który która które který která které "
-    "который которая которые який яка які που yang ambaye na".split()
+    "который которая которые який яка які που yang ambaye na"
 )
 #: Scripts written without spaces: machine words, helper words and address marks found by
 #: substring in a label of these scripts.
-UNSPACED_MACHINE = ("ai", "人工智能", "智能体", "机器人", "機器人", "チャットボット", "챗봇", "ボット", "봇", "ปัญญาประดิษฐ์", "บอท")
-UNSPACED_HELPER = ("助手", "助理", "アシスタント", "エージェント", "어시스턴트", "에이전트", "비서", "ผู้ช่วย", "代理")
-UNSPACED_ADDRESS = ("致", "给", "給", "对", "對", "へ", "に", "向け", "宛", "에게", "께", "위한", "ถึง", "สำหรับ", "提示", "注意", "说明", "說明", "备注", "指示", "お知らせ", "メモ", "참고", "안내", "지시", "หมายเหตุ")
+UNSPACED_MACHINE = (
+    "ai",
+    "人工智能",
+    "智能体",
+    "机器人",
+    "機器人",
+    "チャットボット",
+    "챗봇",
+    "ボット",
+    "봇",
+    "ปัญญาประดิษฐ์",
+    "บอท",
+)
+UNSPACED_HELPER = (
+    "助手",
+    "助理",
+    "アシスタント",
+    "エージェント",
+    "어시스턴트",
+    "에이전트",
+    "비서",
+    "ผู้ช่วย",
+    "代理",
+)
+UNSPACED_ADDRESS = (
+    "致",
+    "给",
+    "給",
+    "对",
+    "對",
+    "へ",
+    "に",
+    "向け",
+    "宛",
+    "에게",
+    "께",
+    "위한",
+    "ถึง",
+    "สำหรับ",
+    "提示",
+    "注意",
+    "说明",
+    "說明",
+    "备注",
+    "指示",
+    "お知らせ",
+    "メモ",
+    "참고",
+    "안내",
+    "지시",
+    "หมายเหตุ",
+)
 _UNSPACED = re.compile("[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 #: A label is at most this many words (or, unspaced, characters) before its colon.
@@ -174,13 +252,31 @@ MIN_CLAUSE_CHARS = 8
 #: A clause of fewer words that does not end as a sentence does is a subtitle.
 TITLE_WORDS = 9
 #: Quotation marks inside a label (an apostrophe is a word's: "Editors' note").
-_LABEL_QUOTES = "\"“”„«»「『"
+_LABEL_QUOTES = '"“”„«»「『'
 _QUOTES = "\"'“”„«»「『‘’‹›"
 #: Endings of a label that introduces an example.
 _EXAMPLE = (
-    "example", "e.g", "for instance", "beispiel", "z.b", "exemple", "ejemplo", "exemplo",
-    "esempio", "voorbeeld", "exempel", "eksempel", "przykład", "например", "наприклад",
-    "örneğin", "contoh", "例如", "比如", "例えば", "예를 들어",
+    "example",
+    "e.g",
+    "for instance",
+    "beispiel",
+    "z.b",
+    "exemple",
+    "ejemplo",
+    "exemplo",
+    "esempio",
+    "voorbeeld",
+    "exempel",
+    "eksempel",
+    "przykład",
+    "например",
+    "наприклад",
+    "örneğin",
+    "contoh",
+    "例如",
+    "比如",
+    "例えば",
+    "예를 들어",
 )
 _CLAUSE_ENDS = (".", "!", "?", "。", "！", "？", "।", "۔", "؟")
 #: Weights: a machine addressee, and a bare assistant or agent.
@@ -192,8 +288,10 @@ _WORD = re.compile(r"[^\W_][\w\-\u0900-\u0dff\u0300-\u036f]*")
 #: chat log's timestamp or an opening bracket (then spaces, bullets or comment marks).
 _BOUNDARIES = (". ", "! ", "? ", "。", "！", "？", "|", "] ", "(")
 _LEAD = " \t>*#-•|/"
-#: Labels longer than this many characters are not looked at.
+#: Labels longer than this many characters are not looked at, and of what follows a colon
+#: this many characters at most (the work per colon is bounded: linear in the text).
 _MAX_HEAD = 160
+_MAX_CLAUSE = 300
 
 
 def _labels(t: str) -> Iterator[tuple[int, str, str]]:
@@ -214,8 +312,8 @@ def _labels(t: str) -> Iterator[tuple[int, str, str]]:
                 start += 1
             label = t[start:pos]
             if label.count(" ") <= MAX_LABEL_WORDS + 2:
-                end = t.find("\n", pos)
-                clause = t[pos + 1 : end if end != -1 else n]
+                end = t.find("\n", pos + 1, pos + 1 + _MAX_CLAUSE)
+                clause = t[pos + 1 : end if end != -1 else min(n, pos + 1 + _MAX_CLAUSE)]
                 yield start, label.strip(), clause.strip()
         pos = t.find(":", pos + 1)
 
@@ -240,10 +338,10 @@ def _weight_of(label: str, clause: str) -> float:
         # Hebrew writes "to", "the" and "that" as prefixes: "לבוט" is "to the bot".
         words += [w[1:] for w in words if w[:1] in "להבשו" and len(w) > 3]
     addressed = (
-        words[:1] != [] and words[0] in OPENING_ADDRESS
+        (words[:1] != [] and words[0] in OPENING_ADDRESS)
         or not ADDRESS_WORDS.isdisjoint(words)
         or not READING_WORDS.isdisjoint(words)
-        or any(a in _TO and b in _ANY for a, b in zip(words, words[1:], strict=False))
+        or any(a in _TO and b in _ANY for a, b in pairwise(words))
         or (unspaced and any(a in label for a in UNSPACED_ADDRESS))
     )
     # A helper word with a relative clause is a vocative: "Assistent die deze repository
@@ -264,7 +362,9 @@ def _weight_of(label: str, clause: str) -> float:
         or (unspaced and any(a in label for a in UNSPACED_MACHINE))
     )
     helper = helper or (unspaced and any(a in label for a in UNSPACED_HELPER))
-    if machine or (helper and not (QUALIFIERS.isdisjoint(words) and READING_WORDS.isdisjoint(words))):
+    if machine or (
+        helper and not (QUALIFIERS.isdisjoint(words) and READING_WORDS.isdisjoint(words))
+    ):
         return MACHINE_WEIGHT
     return HELPER_WEIGHT if helper else 0.0
 
