@@ -252,7 +252,8 @@ MIN_CLAUSE_CHARS = 8
 #: A clause of fewer words that does not end as a sentence does is a subtitle.
 TITLE_WORDS = 9
 #: Quotation marks inside a label (an apostrophe is a word's: "Editors' note").
-_LABEL_QUOTES = '"“”„«»「『'
+_LABEL_QUOTES = frozenset('"“”„«»「『')
+_HEBREW = re.compile("[\u0590-\u05ff]")
 _QUOTES = "\"'“”„«»「『‘’‹›"
 #: Endings of a label that introduces an example.
 _EXAMPLE = (
@@ -323,7 +324,7 @@ def _weight_of(label: str, clause: str) -> float:
     The cheap tests go first: most labels ("Ingredients", "Source", "Note") fail one."""
     if not label or not clause:
         return 0.0
-    if clause[0] in _QUOTES or label.endswith(_EXAMPLE) or any(q in label for q in _LABEL_QUOTES):
+    if clause[0] in _QUOTES or label.endswith(_EXAMPLE) or not _LABEL_QUOTES.isdisjoint(label):
         return 0.0  # a quotation, or an example, not an order
     unspaced = _UNSPACED.search(label) is not None
     if unspaced and (len(label) > MAX_LABEL_CHARS or "," in label or "，" in label):
@@ -334,7 +335,7 @@ def _weight_of(label: str, clause: str) -> float:
     words = _WORD.findall(label)
     if not unspaced and not 2 <= len(words) <= MAX_LABEL_WORDS:
         return 0.0
-    if any("\u0590" <= c <= "\u05ff" for c in label):
+    if _HEBREW.search(label):
         # Hebrew writes "to", "the" and "that" as prefixes: "לבוט" is "to the bot".
         words += [w[1:] for w in words if w[:1] in "להבשו" and len(w) > 3]
     addressed = (
@@ -388,3 +389,142 @@ def addressed_labels(t: str) -> Iterator[tuple[int, float, str]]:
         weight = _weight_of(label, clause)
         if weight > 0.0:
             yield offset, weight, label
+
+
+# ---------------------------------------------------------------------------------------------
+# Orders on how to present this text: "When summarising this, say that ..."
+# ---------------------------------------------------------------------------------------------
+
+#: Words opening a clause about the reader's own task: when, while, before, if (prefixes, so
+#: "when" matches "whenever" and Swahili "unapo-" its verb forms).
+WHEN_PREFIXES = _tuple(
+    "when while before if wenn beim bevor falls quand lorsque lors avant cuando al antes "
+    "mientras quando ao prima wanneer bij voordat när vid innan når ved før kun ennen kiedy "
+    "gdy podczas przed když až při před когда при перед коли під перед όταν πριν ketika saat "
+    "sebelum khi trước unapo unapotoa unapojibu unaposoma kapag bago "
+    "عند عندما قبل وقتی هنگام כאשר כש בעת לפני जब جب যখন"
+)
+#: Beginnings of the words for summarising, answering and replying (the reader's task).
+TASK_PREFIXES = _tuple(
+    "summar summaris summariz answer respond reply replie writ zusammenfass beantwort antwort "
+    "résum répond resum respond contest riassum rispond samenvat beantwoord antwoord "
+    "sammanfatt besvar svar opsummer tiivist yhteenved vastaa vastaat podsumow odpowiad shrn "
+    "odpovíd резюмир пересказ суммир отвеча підсумов відповіда συνοψ απαντ özet yanıt cevap "
+    "ringkas rangkum merangkum menjawab jawab tóm trả muhtasari unapotoa unapojibu buod "
+    "nagbubuod sumagot sumasagot تلخيص يلخص تجيب الإجابة خلاصه پاسخ לסכם מסכם סיכום עונה לענות "
+    "सारांश उत्तर جواب خلاصہ সারাংশ উত্তর"
+)
+#: The orders: say, state, write, mention, tell (imperatives and infinitives).
+SAY_WORDS = _set(
+    "say state write mention tell claim report note add describe "
+    "sag sage sagen schreib schreibe schreiben erwähne erwähnen behaupte nenne gib "
+    "dis écris écrivez mentionne mentionnez indique indiquez précise affirme dites "
+    "di escribe menciona indica afirma decir diga escreva mencione informe afirme "
+    "dì scrivi menziona afferma dire "
+    "zeg schrijf vermeld noem meld "
+    "säg skriv nämn ange si nevn oppgi sig "
+    "sano kirjoita mainitse kerro "
+    "napisz powiedz wspomnij podaj stwierdź napiš řekni uveď zmiň "
+    "скажи напиши укажи упомяни сообщи пиши вкажи зазнач повідом "
+    "γράψε πες ανέφερε δήλωσε "
+    "söyle yaz belirt de "
+    "katakan tulis sebutkan nyatakan "
+    "nói viết ghi nêu "
+    "sema andika taja eleza "
+    "sabihin isulat banggitin "
+    "قل اكتب اذكر بگو بنویس بنویسید אמור כתוב ציין तो कहें लिखें बताएं کہیں لکھیں بتائیں বলুন লিখুন"
+)
+#: Words introducing what is to be said: that (and its counterparts).
+THAT_WORDS = _set(
+    "that dass que che dat att at että że že что що ότι ki bahwa rằng là kwamba na أن "
+    "بأن که ש कि کہ যে"
+)
+#: Words pointing at this very text: this, these (the task is on the document itself, not on
+#: "a customer's question").
+THIS_WORDS = _set(
+    "this these above dies diese diesen dieser dieses ce cet cette ces ceci este esta estos "
+    "estas esto estes isto questo questa questi queste deze dit detta denna dessa denne dette "
+    "disse tämä tämän näistä näitä tego tej tych tento tato toto tohoto této этот "
+    "эта это эти этого этой этих цей ця це ці цього цієї цих αυτό αυτή αυτά αυτού αυτής "
+    "αυτές bu bunu bunları ini này hii huu hizi ito هذا هذه این זה זו אלה הזה הזאת यह इस "
+    "इन یہ اس ان এই"
+)
+#: How far into a sentence its "when" clause and its order may stand (words).
+WHEN_WITHIN = 4
+TASK_WITHIN = 10
+SAY_WITHIN = 24
+#: An order and its "that" at most this many words apart.
+THAT_WITHIN = 3
+CONDITIONED_WEIGHT = 2.0
+_SENTENCE = re.compile(r"\n|[.!?](?=[ \t])|[。！？।۔؟]")
+#: A sentence opening with a "when" word (after a line break or a sentence end, and spaces,
+#: bullets or markup).
+_WHEN_OPENING = re.compile(
+    r"(?:\n|[.!?][ \t]|[。！？।۔؟])[ \t>*#\-•|/]*("
+    + "|".join(re.escape(w) for w in sorted(WHEN_PREFIXES, key=len, reverse=True))
+    + r")(?:ever|\w*(?<=unapo\w)|\w*(?<=unapo\w\w)|\w*(?<=unapo\w\w\w))?\b"
+)
+#: The ASCII words of the three lists: a passage of ASCII text holding no word of one of them
+#: is not read by :func:`conditioned_orders` (the gate knows its words already).
+ASCII_WHEN = frozenset(w for w in WHEN_PREFIXES if w.isascii()) | {"whenever"}
+ASCII_SAY = frozenset(w for w in SAY_WORDS if w.isascii())
+ASCII_THAT = frozenset(w for w in THAT_WORDS if w.isascii())
+#: The ASCII forms of the task words (whole words; :data:`TASK_PREFIXES` holds their stems).
+ASCII_TASK = _set(
+    "summary summaries summarise summarises summarising summarised summarize summarizes "
+    "summarizing summarized summarisation summarization answer answers answering answered "
+    "respond responds responding response reply replies replying write writing "
+    "zusammenfassen zusammenfassung beantworten beantwortest antwortest antworten resume "
+    "resumes resumir resumas resumen resumo resumindo resumiendo responder respondes respondas "
+    "contestar contestas riassumi riassumere riassumendo rispondi rispondere rispondendo "
+    "samenvatten samenvatting beantwoord beantwoorden antwoord antwoorden sammanfattar "
+    "sammanfatta sammanfattning besvarar besvara svarar opsummerer opsummere tiivistat "
+    "yhteenvedon yhteenveto vastaat vastaa podsumowujesz podsumowanie odpowiadasz shrnujes "
+    "odpovidas ozetlerken ozetle yanitlarken merangkum rangkuman ringkasan menjawab jawab "
+    "muhtasari unapotoa unapojibu buod nagbubuod sumagot sumasagot"
+)
+CUE_WORDS = ASCII_WHEN | ASCII_SAY | ASCII_THAT | ASCII_TASK
+#: The "that" words of Latin scripts that are not ASCII ("että", "że"), looked for as text.
+LATIN_THAT = tuple(w for w in THAT_WORDS if not w.isascii() and w < "\u0370")
+#: Letters of the scripts beyond Latin (Greek to Ethiopic, Indic, CJK, Hangul, Hebrew, Arabic).
+_NON_LATIN = re.compile("[\u0370-\u1fff\u3040-\u9fff\uac00-\ud7af]")
+
+
+def may_hold_order(t: str, words: frozenset[str]) -> bool:
+    """Whether normalised text ``t``, whose ASCII words among :data:`CUE_WORDS` are
+    ``words``, may hold a :func:`conditioned_orders` sentence: it needs a word of each list,
+    which in Latin text its ASCII words show (beside the non-ASCII "that" words, "että",
+    "że"); text in other scripts is read in full."""
+    if not t.isascii() and _NON_LATIN.search(t) is not None:
+        return True
+    return not (
+        ASCII_TASK.isdisjoint(words)  # most passages: no task word, nothing else to look at
+        or ASCII_WHEN.isdisjoint(words)
+        or ASCII_SAY.isdisjoint(words)
+        or (ASCII_THAT.isdisjoint(words) and not any(w in t for w in LATIN_THAT))
+    )
+
+
+def conditioned_orders(t: str) -> Iterator[int]:
+    """The offset of each sentence of normalised text ``t`` that opens with a clause about
+    the reader's own task on this text (when summarising, answering or replying to this) and
+    then orders what to say about it ("..., say that ...", "..., scrivi che ..."): a document
+    written for people does not tell its reader what its summary must claim. Exam rules
+    ("When answering these questions, show your working") order a form, not a claim that a
+    "that" introduces; a support script's "When you reply to a customer, say that ..." is not
+    about this text. One regex pass finds the sentences that open with a "when" word; only
+    those are read word by word."""
+    # A line break is put first (the sentence at the start opens after it): the pattern then
+    # opens with a set of characters, which the regex engine scans for quickly.
+    for m in _WHEN_OPENING.finditer("\n" + t):
+        offset = m.start(1) - 1
+        end = _SENTENCE.search(t, offset)
+        words = _WORD.findall(t[offset : end.start() if end else len(t)])[:SAY_WITHIN]
+        if not any(w.startswith(TASK_PREFIXES) for w in words[:TASK_WITHIN]):
+            continue
+        if THIS_WORDS.isdisjoint(words[: TASK_WITHIN + 4]):
+            continue
+        for k, w in enumerate(words[2:], start=2):
+            if w in SAY_WORDS and not THAT_WORDS.isdisjoint(words[k + 1 : k + 1 + THAT_WITHIN]):
+                yield offset
+                break

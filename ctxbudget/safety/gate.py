@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from ctxbudget.native import NATIVE, RuleGates
 
-from .addressee import addressed_labels
+from .addressee import CONDITIONED_WEIGHT, addressed_labels, conditioned_orders, may_hold_order
+from .addressee import CUE_WORDS as ADDRESSEE_WORDS
 from .model import shipped_model
 from .normalization import prepare
 from .rules import (
@@ -119,7 +120,7 @@ class Verdict:
 #: Every word a check looks for among the words of a passage: rule gates, the documentation
 #: test, decoding hints. A word-set test ``S.isdisjoint(x.words)`` is exact for any ``S``
 #: within this set (a test checks that each such ``S`` is).
-_CUE_WORDS = RULE_WORDS | HINT_WORDS
+_CUE_WORDS = RULE_WORDS | HINT_WORDS | ADDRESSEE_WORDS
 
 
 #: The compiled twin of the rule gates (``native/src/gate.rs``): a passage's cue words and
@@ -445,6 +446,12 @@ def _addressee_signal(x: _Text, v: Verdict) -> None:
         best = quoted / 2
     if best:
         v.add("addressed_to_model", best, "addressed_label")
+    if not may_hold_order(x.t, x.words):
+        return
+    for offset in conditioned_orders(x.t):
+        if not _inside(x.spans, offset):
+            v.add("instruction", CONDITIONED_WEIGHT, "conditioned_order")
+            break
 
 
 def _outside_literals(x: _Text) -> str:
