@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 7
+API_VERSION = 8
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")
@@ -69,6 +69,18 @@ class SentenceAnalyser(Protocol):
     def analyse(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis: ...
 
     def analyse_latin(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis | None: ...
+
+
+class SentenceRanker(Protocol):
+    def rank(
+        self,
+        stems: Sequence[frozenset[str]],
+        protected: Sequence[bool],
+        padded: Sequence[str],
+        qstems: frozenset[str],
+        lead: bool,
+        links: Sequence[str],
+    ) -> tuple[list[int], list[int]] | None: ...
 
 
 class WordSplitter(Protocol):
@@ -123,6 +135,10 @@ class NativeModule(Protocol):
     ) -> NameFinder: ...
 
     def WordSplitter(self, table: LatinTable) -> WordSplitter: ...
+
+    def SentenceRanker(
+        self, protected_bonus: float, lead_bonus: float, link_bonus: float, coverage_picks: int
+    ) -> SentenceRanker: ...
 
     def PieceCounter(self, ranks: dict[bytes, int]) -> PieceCounter: ...
 

@@ -17,6 +17,7 @@ mod gate;
 mod json_scan;
 mod latin;
 mod overlaps;
+mod rank;
 mod script;
 
 use script::{Ascii, Script};
@@ -322,13 +323,14 @@ impl SentenceAnalyser {
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 7)?;
+    m.add("API_VERSION", 8)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;
     m.add_class::<NameFinder>()?;
     m.add_class::<SentenceAnalyser>()?;
     m.add_class::<WordSplitter>()?;
+    m.add_class::<rank::SentenceRanker>()?;
     gate::register(m)?;
     m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
     m.add_class::<bpe::PieceCounter>()?;

@@ -1,0 +1,91 @@
+"""The compiled sentence ranking gives exactly what its pure-Python reference gives."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import extractive
+from ctxbudget.extractive import SentenceAnalysis, analyse, query_stems
+from ctxbudget.native import NATIVE
+from ctxbudget.text import content_terms
+
+pytestmark = pytest.mark.skipif(
+    NATIVE is None, reason="the compiled path is off or absent (tests/e2e checks it is built)"
+)
+
+#: A small vocabulary, so that sentences share stems with the query and with each other,
+#: scores tie often and links are found; with accented words, since links and sentences
+#: are compared as text of any script.
+_WORDS = st.sampled_from(
+    ["river", "mill", "north", "old", "road", "east", "gotha", "team", "zürich", "łódź", "a", "b"]
+)
+#: Enough distinct stems that the query can hold more than one 64-bit row of them.
+_MANY = [f"w{k}" for k in range(80)]
+_STEMS = st.sampled_from(["river", "mill", "north", "old", "road", "gotha", "zürich", *_MANY])
+
+
+@st.composite
+def _analyses(draw: st.DrawFn) -> SentenceAnalysis:
+    n = draw(st.integers(0, 9))
+    stems = tuple(frozenset(draw(st.lists(_STEMS, max_size=8))) for _ in range(n))
+    protected = tuple(draw(st.booleans()) for _ in range(n))
+    padded = tuple(" " + " ".join(draw(st.lists(_WORDS, max_size=8))) + " " for _ in range(n))
+    bounds = tuple((k, k + 1) for k in range(n))
+    return SentenceAnalysis(bounds=bounds, stems=stems, protected=protected, padded=padded)
+
+
+_QSTEMS = st.frozensets(_STEMS, max_size=70)
+_LINKS = st.lists(st.lists(_WORDS, min_size=1, max_size=2).map(lambda w: f" {' '.join(w)} "))
+
+
+def _both(
+    analysis: SentenceAnalysis, qstems: frozenset[str], lead: bool, links: list[str]
+) -> tuple[tuple[list[int], list[int]], tuple[list[int], list[int]]]:
+    got = extractive.rank_stemmed(analysis, qstems, lead=lead, links=links)
+    want = extractive.rank_stemmed_reference(analysis, qstems, lead=lead, links=links)
+    return got, want
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_analyses(), _QSTEMS, st.booleans(), _LINKS)
+def test_ranking_matches_the_reference(
+    analysis: SentenceAnalysis, qstems: frozenset[str], lead: bool, links: list[str]
+) -> None:
+    """Overlaps and order agree on any analysis, query stems (over 64 of them too), lead
+    and links, ties included."""
+    got, want = _both(analysis, qstems, lead, links)
+    assert got == want
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(["The", "river", "mill", "ran", "north", "in", "1990", ".", "!"]))
+    .map(" ".join)
+    .filter(bool),
+    st.lists(st.sampled_from(["river", "mill", "north", "old", "mills", "rivers"])).map(" ".join),
+    st.booleans(),
+)
+@example("The river ran north. The mill ran in 1990. North!", "river mill north", True)
+def test_ranking_of_analysed_text_matches_the_reference(text: str, query: str, lead: bool) -> None:
+    """On the analyses the stages make (real sentence splitting and stems), both agree."""
+    qstems = query_stems(content_terms(query))
+    got, want = _both(analyse(text), qstems, lead, [" mill ", " north "])
+    assert got == want
+
+
+def test_text_that_is_no_valid_utf8_goes_to_the_reference() -> None:
+    """A lone surrogate in a link or a sentence is left to the reference (None), which
+    ranks it as ever."""
+    analysis = SentenceAnalysis(
+        bounds=((0, 1), (1, 2)),
+        stems=(frozenset({"river"}), frozenset()),
+        protected=(False, True),
+        padded=(" river \ud800 ", " mill "),
+    )
+    ranker = extractive._RANKER
+    assert ranker is not None
+    assert ranker.rank(analysis.stems, analysis.protected, analysis.padded, frozenset(), True, [" x "]) is None
+    got, want = _both(analysis, frozenset({"river"}), True, [" \ud800 "])
+    assert got == want
