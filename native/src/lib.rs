@@ -16,6 +16,7 @@ mod bpe;
 mod gate;
 mod json_scan;
 mod latin;
+mod novelty;
 mod overlaps;
 mod rank;
 mod script;
@@ -331,6 +332,7 @@ fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SentenceAnalyser>()?;
     m.add_class::<WordSplitter>()?;
     m.add_class::<rank::SentenceRanker>()?;
+    m.add_function(wrap_pyfunction!(novelty::shared_shingles, m)?)?;
     gate::register(m)?;
     m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
     m.add_class::<bpe::PieceCounter>()?;

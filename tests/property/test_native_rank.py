@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import extractive
+from ctxbudget import admission, extractive
 from ctxbudget.extractive import SentenceAnalysis, analyse, query_stems
 from ctxbudget.native import NATIVE
 from ctxbudget.text import content_terms
@@ -89,3 +89,22 @@ def test_text_that_is_no_valid_utf8_goes_to_the_reference() -> None:
     assert ranker.rank(analysis.stems, analysis.protected, analysis.padded, frozenset(), True, [" x "]) is None
     got, want = _both(analysis, frozenset({"river"}), True, [" \ud800 "])
     assert got == want
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(
+        st.frozensets(st.integers(0, 40) | st.integers(2**63, 2**64 - 1), max_size=30),
+        max_size=8,
+    )
+)
+def test_shared_shingles_match_the_reference(sets: list[frozenset[int]]) -> None:
+    """The compiled table counts the shingles each two sets share as ``len(a & b)`` does,
+    ids up to 64 bits included."""
+    assert admission.shared_shingles(sets) == admission.shared_shingles_reference(sets)
+
+
+def test_shared_shingles_leave_other_ids_to_the_loop() -> None:
+    """Ids that are no 64-bit unsigned integers give no table (the loop intersects)."""
+    assert admission.shared_shingles([frozenset({1, 2}), frozenset({-1})]) is None
+    assert admission.shared_shingles([frozenset({2**64})]) is None
