@@ -8,7 +8,24 @@
 //! once and the table counted from one sort of (shingle, set) pairs.
 
 use pyo3::prelude::*;
-use pyo3::types::PyFrozenSet;
+use pyo3::types::{PyFrozenSet, PyInt};
+
+/// The value of an int in `0..2**64`, else None. `PyLong_AsUnsignedLong` (64 bits on the
+/// platforms the extension is built for) rather than `extract::<u64>`, whose
+/// `PyLong_AsUnsignedLongLong` converts through a byte array on CPython 3.11: the ids are
+/// most of what the table reads.
+fn shingle_id(id: &Bound<'_, PyAny>) -> Option<u64> {
+    if std::mem::size_of::<std::ffi::c_ulong>() != 8 || !id.is_instance_of::<PyInt>() {
+        return id.extract::<u64>().ok();
+    }
+    // SAFETY: `id` is a live int; the call only reads it, and an error it sets (negative,
+    // too large) is taken back at once.
+    let value = unsafe { pyo3::ffi::PyLong_AsUnsignedLong(id.as_ptr()) };
+    if value == std::ffi::c_ulong::MAX && PyErr::take(id.py()).is_some() {
+        return None;
+    }
+    Some(value as u64)
+}
 
 /// `[[len(a & b) for b in sets] for a in sets]` of sets of shingle ids (ints in
 /// `0..2**64`), or None when a set holds anything else (the caller then intersects them).
@@ -18,7 +35,7 @@ pub(crate) fn shared_shingles(sets: Vec<Bound<'_, PyFrozenSet>>) -> Option<Vec<V
     let mut pairs: Vec<(u64, u32)> = Vec::with_capacity(sets.iter().map(|s| s.len()).sum());
     for (row, set) in sets.iter().enumerate() {
         for id in set.iter() {
-            pairs.push((id.extract::<u64>().ok()?, row as u32));
+            pairs.push((shingle_id(&id)?, row as u32));
         }
     }
     // A set holds each id once, so a run of one id lists each set holding it once.
