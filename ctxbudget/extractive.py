@@ -316,8 +316,8 @@ def rank_stemmed(
     """Per-sentence query overlap, and the sentence indices best first: the compiled
     ranking when it is loaded (:mod:`ctxbudget.native`), else :func:`rank_stemmed_reference`,
     which says what both compute."""
-    if _RANKER is not None:
-        found = _RANKER.rank(
+    if RANKER is not None:
+        found = RANKER.rank(
             analysis.stems, analysis.protected, analysis.padded, qstems, lead, links
         )
         if found is not None:
@@ -385,8 +385,9 @@ def rank_stemmed_reference(
     return overlap, chosen + rest
 
 
-#: The compiled :func:`rank_stemmed_reference` (:mod:`ctxbudget.native`), or None.
-_RANKER = (
+#: The compiled :func:`rank_stemmed_reference` (:mod:`ctxbudget.native`), and the sentence
+#: scans of :mod:`ctxbudget.hops`; None without the extension.
+RANKER = (
     NATIVE.SentenceRanker(PROTECTED_BONUS, LEAD_BONUS, LINK_BONUS, COVERAGE_PICKS)
     if NATIVE is not None
     else None

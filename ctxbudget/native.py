@@ -82,6 +82,18 @@ class SentenceRanker(Protocol):
         links: Sequence[str],
     ) -> tuple[list[int], list[int]] | None: ...
 
+    def hop_sentences(
+        self,
+        stems: Sequence[frozenset[str]],
+        padded: Sequence[str],
+        qstems: frozenset[str],
+        keys: Sequence[str],
+    ) -> list[str] | None: ...
+
+    def names_beside_query(
+        self, stems: Sequence[frozenset[str]], padded: Sequence[str], qstems: frozenset[str], key: str
+    ) -> bool | None: ...
+
 
 class WordSplitter(Protocol):
     def words(self, text: str) -> list[str] | None: ...

@@ -49,8 +49,77 @@ fn utf8<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
     s.to_str().ok()
 }
 
+/// Whether a sentence's stems (a frozenset) hold one of `query`: `not st.isdisjoint(qstems)`.
+fn meets(st: &Bound<'_, PyAny>, query: &[Bound<'_, PyAny>]) -> PyResult<bool> {
+    let st = st.downcast::<PyFrozenSet>()?;
+    for q in query {
+        if st.contains(q)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The text of each of `keys`, or None when one is no valid UTF-8.
+fn texts_of<'a>(keys: &'a [Bound<'_, PyString>]) -> Option<Vec<&'a str>> {
+    keys.iter().map(utf8).collect()
+}
+
 #[pymethods]
 impl SentenceRanker {
+    /// `hops.hop_sentences_reference` from an analysis's `stems` and `padded`: the padded
+    /// words of the sentences whose stems meet `qstems` or whose padded words hold one of
+    /// `keys`, in order; None when a text is no valid UTF-8.
+    fn hop_sentences<'py>(
+        &self,
+        stems: &Bound<'py, PyTuple>,
+        padded: &Bound<'py, PyTuple>,
+        qstems: &Bound<'py, PyFrozenSet>,
+        keys: Vec<Bound<'py, PyString>>,
+    ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+        if stems.len() != padded.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err("stems and padded differ in length"));
+        }
+        let query: Vec<Bound<'py, PyAny>> = qstems.iter().collect();
+        let Some(keys) = texts_of(&keys) else { return Ok(None) };
+        let mut out = Vec::new();
+        for (st, pad) in stems.iter().zip(padded.iter()) {
+            let hit = if meets(&st, &query)? {
+                true
+            } else {
+                let Some(text) = utf8(pad.downcast::<PyString>()?) else { return Ok(None) };
+                keys.iter().any(|k| text.contains(k))
+            };
+            if hit {
+                out.push(pad);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// `hops.receives_reference`: whether a sentence's padded words hold `key` and its stems
+    /// meet `qstems`; None when a text is no valid UTF-8.
+    fn names_beside_query(
+        &self,
+        stems: &Bound<'_, PyTuple>,
+        padded: &Bound<'_, PyTuple>,
+        qstems: &Bound<'_, PyFrozenSet>,
+        key: &Bound<'_, PyString>,
+    ) -> PyResult<Option<bool>> {
+        if stems.len() != padded.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err("stems and padded differ in length"));
+        }
+        let query: Vec<Bound<'_, PyAny>> = qstems.iter().collect();
+        let Some(key) = utf8(key) else { return Ok(None) };
+        for (st, pad) in stems.iter().zip(padded.iter()) {
+            let Some(text) = utf8(pad.downcast::<PyString>()?) else { return Ok(None) };
+            if text.contains(key) && meets(&st, &query)? {
+                return Ok(Some(true));
+            }
+        }
+        Ok(Some(false))
+    }
+
     #[new]
     fn new(protected_bonus: f64, lead_bonus: f64, link_bonus: f64, coverage_picks: usize) -> Self {
         SentenceRanker { protected_bonus, lead_bonus, link_bonus, coverage_picks }

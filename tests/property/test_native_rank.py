@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import admission, extractive
+from ctxbudget import admission, extractive, hops
 from ctxbudget.extractive import SentenceAnalysis, analyse, query_stems
 from ctxbudget.native import NATIVE
 from ctxbudget.text import content_terms
@@ -84,7 +84,7 @@ def test_text_that_is_no_valid_utf8_goes_to_the_reference() -> None:
         protected=(False, True),
         padded=(" river \ud800 ", " mill "),
     )
-    ranker = extractive._RANKER
+    ranker = extractive.RANKER
     assert ranker is not None
     assert ranker.rank(analysis.stems, analysis.protected, analysis.padded, frozenset(), True, [" x "]) is None
     got, want = _both(analysis, frozenset({"river"}), True, [" \ud800 "])
@@ -108,3 +108,30 @@ def test_shared_shingles_leave_other_ids_to_the_loop() -> None:
     """Ids that are no 64-bit unsigned integers give no table (the loop intersects)."""
     assert admission.shared_shingles([frozenset({1, 2}), frozenset({-1})]) is None
     assert admission.shared_shingles([frozenset({2**64})]) is None
+
+
+_KEYS = st.lists(st.lists(_WORDS, min_size=1, max_size=2).map(lambda w: f" {' '.join(w)} "), max_size=4)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_analyses(), _QSTEMS, _KEYS)
+def test_hop_sentences_match_the_reference(
+    analysis: SentenceAnalysis, qstems: frozenset[str], keys: list[str]
+) -> None:
+    """The compiled scan keeps the sentences the reference keeps, in order."""
+    ranker = extractive.RANKER
+    assert ranker is not None
+    got = ranker.hop_sentences(analysis.stems, analysis.padded, qstems, keys)
+    assert got == hops.hop_sentences_reference(analysis, keys, qstems)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_analyses(), _QSTEMS, _KEYS.map(lambda k: k[0] if k else " river "))
+def test_names_beside_query_match_the_reference(
+    analysis: SentenceAnalysis, qstems: frozenset[str], key: str
+) -> None:
+    """The compiled scan finds a name beside a query stem where the reference does."""
+    ranker = extractive.RANKER
+    assert ranker is not None
+    got = ranker.names_beside_query(analysis.stems, analysis.padded, qstems, key)
+    assert got == hops.names_beside_query_reference(analysis, key, qstems)
