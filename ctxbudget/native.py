@@ -3,7 +3,10 @@
 It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
 sentence bounds, proper names, the shingle fold, and the words, normal forms, shingle sets
 and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
-sentence analysis of :mod:`ctxbudget.extractive`; word splitting, sentence bounds, proper
+sentence analysis of :mod:`ctxbudget.extractive`; on any text, the sentence ranking of
+excerpts (:func:`ctxbudget.extractive.rank_stemmed`), the hop-sentence scans of the select
+stage's entity links (:mod:`ctxbudget.hops`) and the table of shingles each two options of
+an admission share (:func:`ctxbudget.admission.shared_shingles`); word splitting, sentence bounds, proper
 names and the sentence analysis also on Latin text beyond ASCII (every character in the table
 :func:`ctxbudget.text.latin_table` reads from Python's own Unicode database; other text
 runs on the Python code), and whether a one-word name is only a modifier
@@ -91,7 +94,11 @@ class SentenceRanker(Protocol):
     ) -> list[str] | None: ...
 
     def names_beside_query(
-        self, stems: Sequence[frozenset[str]], padded: Sequence[str], qstems: frozenset[str], key: str
+        self,
+        stems: Sequence[frozenset[str]],
+        padded: Sequence[str],
+        qstems: frozenset[str],
+        key: str,
     ) -> bool | None: ...
 
 

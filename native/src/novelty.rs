@@ -32,31 +32,48 @@ fn shingle_id(id: &Bound<'_, PyAny>) -> Option<u64> {
 #[pyfunction]
 pub(crate) fn shared_shingles(sets: Vec<Bound<'_, PyFrozenSet>>) -> Option<Vec<Vec<u32>>> {
     let n = sets.len();
-    let mut pairs: Vec<(u64, u32)> = Vec::with_capacity(sets.iter().map(|s| s.len()).sum());
+    let mut ids: Vec<u64> = Vec::with_capacity(sets.iter().map(|s| s.len()).sum());
+    let mut rows: Vec<u32> = Vec::with_capacity(ids.capacity());
     for (row, set) in sets.iter().enumerate() {
         for id in set.iter() {
-            pairs.push((shingle_id(&id)?, row as u32));
+            ids.push(shingle_id(&id)?);
+            rows.push(row as u32);
         }
     }
-    // A set holds each id once, so a run of one id lists each set holding it once.
-    pairs.sort_unstable();
     let mut table = vec![vec![0u32; n]; n];
-    let mut start = 0;
-    while start < pairs.len() {
-        let id = pairs[start].0;
-        let mut end = start + 1;
-        while end < pairs.len() && pairs[end].0 == id {
-            end += 1;
-        }
-        let run = &pairs[start..end];
-        for (k, &(_, a)) in run.iter().enumerate() {
-            table[a as usize][a as usize] += 1;
-            for &(_, b) in &run[k + 1..] {
-                table[a as usize][b as usize] += 1;
-                table[b as usize][a as usize] += 1;
+    // A set holds each id once, so a run of one id lists each set holding it once.
+    let mut run: Vec<usize> = Vec::with_capacity(n);
+    let mut count = |table: &mut Vec<Vec<u32>>, run: &[usize]| {
+        for (k, &a) in run.iter().enumerate() {
+            table[a][a] += 1;
+            for &b in &run[k + 1..] {
+                table[a][b] += 1;
+                table[b][a] += 1;
             }
         }
-        start = end;
+    };
+    if n <= 1 << ROW_BITS && ids.iter().all(|&id| id < 1 << (64 - ROW_BITS)) {
+        // The usual case (ids of 48 bits, `text.SHINGLE_MASK`): id and row packed in one
+        // word, so one plain sort of words groups the runs.
+        let mut keys: Vec<u64> =
+            ids.iter().zip(&rows).map(|(&id, &row)| id << ROW_BITS | u64::from(row)).collect();
+        keys.sort_unstable();
+        for group in keys.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
+            run.clear();
+            run.extend(group.iter().map(|&k| (k & ((1 << ROW_BITS) - 1)) as usize));
+            count(&mut table, &run);
+        }
+    } else {
+        let mut pairs: Vec<(u64, u32)> = ids.into_iter().zip(rows).collect();
+        pairs.sort_unstable();
+        for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+            run.clear();
+            run.extend(group.iter().map(|&(_, row)| row as usize));
+            count(&mut table, &run);
+        }
     }
     Some(table)
 }
+
+/// Bits of a packed sort key that hold the set's row.
+const ROW_BITS: u32 = 16;

@@ -86,7 +86,10 @@ def test_text_that_is_no_valid_utf8_goes_to_the_reference() -> None:
     )
     ranker = extractive.RANKER
     assert ranker is not None
-    assert ranker.rank(analysis.stems, analysis.protected, analysis.padded, frozenset(), True, [" x "]) is None
+    assert (
+        ranker.rank(analysis.stems, analysis.protected, analysis.padded, frozenset(), True, [" x "])
+        is None
+    )
     got, want = _both(analysis, frozenset({"river"}), True, [" \ud800 "])
     assert got == want
 
@@ -110,7 +113,9 @@ def test_shared_shingles_leave_other_ids_to_the_loop() -> None:
     assert admission.shared_shingles([frozenset({2**64})]) is None
 
 
-_KEYS = st.lists(st.lists(_WORDS, min_size=1, max_size=2).map(lambda w: f" {' '.join(w)} "), max_size=4)
+_KEYS = st.lists(
+    st.lists(_WORDS, min_size=1, max_size=2).map(lambda w: f" {' '.join(w)} "), max_size=4
+)
 
 
 @settings(max_examples=800, deadline=None)
