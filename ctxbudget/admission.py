@@ -52,7 +52,7 @@ from operator import attrgetter
 
 from ctxbudget.entities import SHARED_NAME_LINK, TITLE_NAME_LINK
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS
-from ctxbudget.excerpts import EXCERPT_SLACK, ROUGH_END
+from ctxbudget.excerpts import EXCERPT_SLACK, rough_sentence_count
 from ctxbudget.hops import HopLinks
 from ctxbudget.native import NATIVE
 from ctxbudget.policy import ClassPolicy
@@ -148,7 +148,7 @@ class Option:
     def rough_sentences(self) -> int:
         """About how many sentences the text has (abbreviations end sentences too)."""
         if self.sentence_count is None:
-            self.sentence_count = len(ROUGH_END.findall(self.text)) + 1
+            self.sentence_count = rough_sentence_count(self.text)
         return self.sentence_count
 
     def rough_excerpt(self, n: int) -> int | None:

@@ -5,12 +5,13 @@ sentence bounds, proper names, the shingle fold, and the words, normal forms, sh
 and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
 sentence analysis of :mod:`ctxbudget.extractive`; on any text, the sentence ranking of
 excerpts (:func:`ctxbudget.extractive.rank_stemmed`), the hop-sentence scans of the select
-stage's entity links (:mod:`ctxbudget.hops`) and the table of shingles each two options of
-an admission share (:func:`ctxbudget.admission.shared_shingles`); word splitting, sentence bounds, proper
-names and the sentence analysis also on Latin text beyond ASCII (every character in the table
-:func:`ctxbudget.text.latin_table` reads from Python's own Unicode database; other text
-runs on the Python code), and whether a one-word name is only a modifier
-(:func:`ctxbudget.entities.modifier_only`); a single scan of a decoded batch's bytes
+stage's entity links (:mod:`ctxbudget.hops`), the table of shingles each two options of an
+admission share (:func:`ctxbudget.admission.shared_shingles`) and the rough sentence count
+of excerpt sizes (:func:`ctxbudget.excerpts.rough_sentence_count`); word splitting,
+sentence bounds, proper names and the sentence analysis also on Latin text beyond ASCII
+(every character in the table :func:`ctxbudget.text.latin_table` reads from Python's own
+Unicode database; other text runs on the Python code), and whether a one-word name is only
+a modifier (:func:`ctxbudget.entities.modifier_only`); a single scan of a decoded batch's bytes
 for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
 it leaves the codec on its Python checks); exact ``cl100k_base`` token counts of ASCII and Latin
 text (``PieceCounter``, for :class:`ctxbudget.tokens.TiktokenCounter`: tiktoken counts the
@@ -154,6 +155,8 @@ class NativeModule(Protocol):
     ) -> NameFinder: ...
 
     def WordSplitter(self, table: LatinTable) -> WordSplitter: ...
+
+    def rough_sentence_count(self, text: str) -> int | None: ...
 
     def shared_shingles(self, sets: list[frozenset[int]]) -> list[list[int]] | None: ...
 

@@ -19,6 +19,7 @@ mod latin;
 mod novelty;
 mod overlaps;
 mod rank;
+mod rough;
 mod script;
 
 use script::{Ascii, Script};
@@ -333,6 +334,7 @@ fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WordSplitter>()?;
     m.add_class::<rank::SentenceRanker>()?;
     m.add_function(wrap_pyfunction!(novelty::shared_shingles, m)?)?;
+    m.add_function(wrap_pyfunction!(rough::rough_sentence_count, m)?)?;
     gate::register(m)?;
     m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
     m.add_class::<bpe::PieceCounter>()?;

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import admission, extractive, hops
+from ctxbudget import admission, excerpts, extractive, hops
 from ctxbudget.extractive import SentenceAnalysis, analyse, query_stems
 from ctxbudget.native import NATIVE
 from ctxbudget.text import content_terms
@@ -140,3 +140,39 @@ def test_names_beside_query_match_the_reference(
     assert ranker is not None
     got = ranker.names_beside_query(analysis.stems, analysis.padded, qstems, key)
     assert got == hops.names_beside_query_reference(analysis, key, qstems)
+
+
+#: Text made of what the rough sentence ends look at: the three stops, closing quotes and
+#: brackets, every kind of space Python's ``\s`` knows (and a few it does not), line breaks.
+_ROUGH_PIECES = st.sampled_from(
+    [
+        ".", "!", "?", '"', "'", ")", "]", "(", "[", " ", "\t", "\n", "\r", "\x0b", "\x0c",
+        "\x1c", "\x1f", "\x85", "\xa0", "\u1680", "\u2003", "\u2028", "\u202f", "\u3000",
+        "\u180e", "\u200b", "\ufeff", "a", "Dr", "é", "東",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_ROUGH_PIECES, max_size=30).map("".join) | st.text(max_size=80))
+@example('He left.\nShe stayed." Then?) x.\n\nEnd')
+def test_rough_sentence_count_matches_the_reference(sample: str) -> None:
+    """The compiled scan counts the regex's rough sentence ends, on any text."""
+    assert excerpts.rough_sentence_count(sample) == excerpts.rough_sentence_count_reference(sample)
+
+
+def test_rough_sentence_ends_read_every_space_as_python_does() -> None:
+    """After a stop and a closing quote, each character ends a sentence exactly when the
+    regex's ``\\s`` matches it (every code point but the surrogates)."""
+    for c in map(chr, range(0x110000)):
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            continue
+        sample = f'x."{c}y'
+        assert excerpts.rough_sentence_count(sample) == excerpts.rough_sentence_count_reference(
+            sample
+        ), hex(ord(c))
+
+
+def test_rough_sentence_count_leaves_lone_surrogates_to_the_regex() -> None:
+    """Text that is no valid UTF-8 is counted by the regex."""
+    assert excerpts.rough_sentence_count("a.\ud800 b. c") == 2
