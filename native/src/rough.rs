@@ -17,29 +17,33 @@ fn is_py_space(c: char) -> bool {
 }
 
 /// `len(ROUGH_END.findall(text)) + 1`, or None for text that is no valid UTF-8 (a lone
-/// surrogate), left to the regex.
+/// surrogate), left to the regex. The scan reads UTF-8 bytes: the stops, line breaks,
+/// quotes and brackets are ASCII, and no byte of a longer character is ASCII, so only the
+/// space after a stop is read as a character.
 #[pyfunction]
 pub(crate) fn rough_sentence_count(text: &Bound<'_, PyString>) -> Option<usize> {
-    let chars: Vec<char> = text.to_str().ok()?.chars().collect();
+    let text = text.to_str().ok()?;
+    let bytes = text.as_bytes();
     let mut count = 1;
     let mut i = 0;
-    while i < chars.len() {
-        match chars[i] {
-            '\n' => {
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => {
                 count += 1;
                 i += 1;
             }
-            '.' | '!' | '?' => {
+            b'.' | b'!' | b'?' => {
                 let mut j = i + 1;
-                while j < chars.len() && matches!(chars[j], '"' | '\'' | ')' | ']') {
+                while j < bytes.len() && matches!(bytes[j], b'"' | b'\'' | b')' | b']') {
                     j += 1;
                 }
-                if j < chars.len() && is_py_space(chars[j]) {
-                    // the match takes the space too (a line break after "." counts once)
-                    count += 1;
-                    i = j + 1;
-                } else {
-                    i += 1;
+                match text[j..].chars().next() {
+                    Some(c) if is_py_space(c) => {
+                        // the match takes the space too (a line break after "." counts once)
+                        count += 1;
+                        i = j + c.len_utf8();
+                    }
+                    _ => i += 1,
                 }
             }
             _ => i += 1,
