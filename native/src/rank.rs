@@ -1,9 +1,12 @@
 //! The sentence ranking of `extractive.rank_stemmed` (`ctxbudget/extractive.py`), which the
 //! select stage runs for every excerpt it sizes and the compress stage for every excerpt it
-//! cuts.
+//! cuts, and the two sentence scans of the select stage's entity links (`ctxbudget/hops.py`:
+//! the hop sentences an admitted text hands names on from, and whether a waiting text names
+//! a shared name beside a query term).
 //!
-//! The reference is `extractive.rank_stemmed_reference`; `tests/property/test_native_rank.py`
-//! compares the two. It is written out by hand rather than compiled from the Python (mypyc,
+//! The references are `extractive.rank_stemmed_reference`, `hops.hop_sentences_reference`
+//! and `hops.names_beside_query_reference`; `tests/property/test_native_rank.py` compares
+//! each pair. It is written out by hand rather than compiled from the Python (mypyc,
 //! Cython) because its cost in Python is the interpreter's per-sentence loop over sets and
 //! substrings: here the query stems a sentence carries are a bit row, the covered stems a bit
 //! row, and the link look-ups plain byte searches, while the scores stay the reference's

@@ -1,4 +1,4 @@
-"""The compiled sentence ranking gives exactly what its pure-Python reference gives."""
+"""The compiled parts of the select stage give exactly what their pure-Python references give."""
 
 from __future__ import annotations
 
@@ -53,8 +53,7 @@ def _both(
 def test_ranking_matches_the_reference(
     analysis: SentenceAnalysis, qstems: frozenset[str], lead: bool, links: list[str]
 ) -> None:
-    """Overlaps and order agree on any analysis, query stems (over 64 of them too), lead
-    and links, ties included."""
+    """Overlaps and order agree on any analysis, query stems (over 64 too), lead and links."""
     got, want = _both(analysis, qstems, lead, links)
     assert got == want
 
@@ -76,8 +75,7 @@ def test_ranking_of_analysed_text_matches_the_reference(text: str, query: str, l
 
 
 def test_text_that_is_no_valid_utf8_goes_to_the_reference() -> None:
-    """A lone surrogate in a link or a sentence is left to the reference (None), which
-    ranks it as ever."""
+    """A lone surrogate in a link or a sentence is left to the reference, which ranks it."""
     analysis = SentenceAnalysis(
         bounds=((0, 1), (1, 2)),
         stems=(frozenset({"river"}), frozenset()),
@@ -102,8 +100,7 @@ def test_text_that_is_no_valid_utf8_goes_to_the_reference() -> None:
     )
 )
 def test_shared_shingles_match_the_reference(sets: list[frozenset[int]]) -> None:
-    """The compiled table counts the shingles each two sets share as ``len(a & b)`` does,
-    ids up to 64 bits included."""
+    """The compiled table counts shared shingles as ``len(a & b)`` does, 64-bit ids too."""
     assert admission.shared_shingles(sets) == admission.shared_shingles_reference(sets)
 
 
@@ -162,8 +159,7 @@ def test_rough_sentence_count_matches_the_reference(sample: str) -> None:
 
 
 def test_rough_sentence_ends_read_every_space_as_python_does() -> None:
-    """After a stop and a closing quote, each character ends a sentence exactly when the
-    regex's ``\\s`` matches it (every code point but the surrogates)."""
+    """After a stop and a quote, every code point ends a sentence exactly where ``\\s`` does."""
     for c in map(chr, range(0x110000)):
         if 0xD800 <= ord(c) <= 0xDFFF:
             continue
