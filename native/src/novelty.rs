@@ -43,15 +43,6 @@ pub(crate) fn shared_shingles(sets: Vec<Bound<'_, PyFrozenSet>>) -> Option<Vec<V
     let mut table = vec![vec![0u32; n]; n];
     // A set holds each id once, so a run of one id lists each set holding it once.
     let mut run: Vec<usize> = Vec::with_capacity(n);
-    let mut count = |table: &mut Vec<Vec<u32>>, run: &[usize]| {
-        for (k, &a) in run.iter().enumerate() {
-            table[a][a] += 1;
-            for &b in &run[k + 1..] {
-                table[a][b] += 1;
-                table[b][a] += 1;
-            }
-        }
-    };
     if n <= 1 << ROW_BITS && ids.iter().all(|&id| id < 1 << (64 - ROW_BITS)) {
         // The usual case (ids of 48 bits, `text.SHINGLE_MASK`): id and row packed in one
         // word, so one plain sort of words groups the runs.
@@ -61,7 +52,7 @@ pub(crate) fn shared_shingles(sets: Vec<Bound<'_, PyFrozenSet>>) -> Option<Vec<V
         for group in keys.chunk_by(|a, b| a >> ROW_BITS == b >> ROW_BITS) {
             run.clear();
             run.extend(group.iter().map(|&k| (k & ((1 << ROW_BITS) - 1)) as usize));
-            count(&mut table, &run);
+            count_run(&mut table, &run);
         }
     } else {
         let mut pairs: Vec<(u64, u32)> = ids.into_iter().zip(rows).collect();
@@ -69,10 +60,22 @@ pub(crate) fn shared_shingles(sets: Vec<Bound<'_, PyFrozenSet>>) -> Option<Vec<V
         for group in pairs.chunk_by(|a, b| a.0 == b.0) {
             run.clear();
             run.extend(group.iter().map(|&(_, row)| row as usize));
-            count(&mut table, &run);
+            count_run(&mut table, &run);
         }
     }
     Some(table)
+}
+
+/// Count one shingle held by the sets of `run` (each once): one on each one's diagonal and
+/// one for each two of them.
+fn count_run(table: &mut [Vec<u32>], run: &[usize]) {
+    for (k, &a) in run.iter().enumerate() {
+        table[a][a] += 1;
+        for &b in &run[k + 1..] {
+            table[a][b] += 1;
+            table[b][a] += 1;
+        }
+    }
 }
 
 /// Bits of a packed sort key that hold the set's row.
