@@ -52,8 +52,9 @@ from operator import attrgetter
 
 from ctxbudget.entities import SHARED_NAME_LINK, TITLE_NAME_LINK
 from ctxbudget.envelope import SET_OVERHEAD_TOKENS
-from ctxbudget.excerpts import EXCERPT_SLACK, ROUGH_END
+from ctxbudget.excerpts import EXCERPT_SLACK, rough_sentence_count
 from ctxbudget.hops import HopLinks
+from ctxbudget.native import NATIVE
 from ctxbudget.policy import ClassPolicy
 from ctxbudget.schemas import Admission, DropReason
 from ctxbudget.text import terms_of, word_skeleton, words
@@ -136,6 +137,8 @@ class Option:
     util: float = 0.0
     neg_rank: int = 0
     stale: bool = True
+    #: The option's place in the admission's options (the row of :attr:`GreedyAdmission.shared`).
+    slot: int = 0
 
     def padded_words(self) -> str:
         """The words of the title and text joined by single spaces, with a space on either
@@ -145,7 +148,7 @@ class Option:
     def rough_sentences(self) -> int:
         """About how many sentences the text has (abbreviations end sentences too)."""
         if self.sentence_count is None:
-            self.sentence_count = len(ROUGH_END.findall(self.text)) + 1
+            self.sentence_count = rough_sentence_count(self.text)
         return self.sentence_count
 
     def rough_excerpt(self, n: int) -> int | None:
@@ -171,6 +174,22 @@ def spaced_words(text: str) -> str:
     if flat is None:
         return " " + " ".join(words(text)) + " "
     return f" {flat} "
+
+
+def shared_shingles_reference(sets: Sequence[frozenset[int]]) -> list[list[int]]:
+    """How many shingles each two of ``sets`` share: ``len(a & b)`` in row ``a``, column
+    ``b`` (a set's size on the diagonal). The reference of the compiled table
+    (``native/src/novelty.rs``; ``tests/property/test_native_rank.py`` compares the two)."""
+    return [[len(a & b) for b in sets] for a in sets]
+
+
+def shared_shingles(sets: Sequence[frozenset[int]]) -> list[list[int]] | None:
+    """:func:`shared_shingles_reference` counted by the compiled path in one pass over the
+    sets, or None without it (or for ids beyond 64 bits): the admission loop then
+    intersects only the sets it needs, as they are needed."""
+    if NATIVE is None:
+        return None
+    return NATIVE.shared_shingles(list(sets))
 
 
 class GreedyAdmission:
@@ -228,6 +247,9 @@ class GreedyAdmission:
         self.by_term: dict[str, list[Option]] = {}
         self.by_facet: list[list[Option]] = [[] for _ in facets]
         self.by_subject: dict[str, list[Option]] = {}
+        #: The shingles each two options share, by their ``slot`` (:func:`shared_shingles`,
+        #: set by :meth:`_prepare`), or None: novelty then intersects their shingle sets.
+        self.shared: list[list[int]] | None = None
 
     def uncovered_facets(self) -> list[frozenset[str]]:
         return [f for f, done in zip(self.facets, self.facet_done, strict=True) if not done]
@@ -264,7 +286,8 @@ class GreedyAdmission:
         """Set the options' admission state for an empty pack, and index them by query
         term, facet and subject."""
         self.hops.options = options
-        for o in options:
+        for slot, o in enumerate(options):
+            o.slot = slot
             if self.facets:
                 o.facet_ids = tuple(k for k, f in enumerate(self.facets) if self._covers(o, f))
                 o.open_facets = len(o.facet_ids)
@@ -277,6 +300,8 @@ class GreedyAdmission:
                 self.by_term.setdefault(t, []).append(o)
             if o.subject is not None:
                 self.by_subject.setdefault(o.subject, []).append(o)
+        if len(options) > 1:
+            self.shared = shared_shingles([o.grams for o in options])
 
     def utility(self, o: Option) -> float:
         """The option's utility now (the module docstring); worked out again only when one
@@ -542,7 +567,19 @@ class GreedyAdmission:
         if self.linking:
             self.hops.link_from(o, groups)
         grams = o.grams
-        if grams:
+        shared = self.shared
+        if grams and shared is not None:
+            row = shared[o.slot]
+            for waiting in groups:
+                for r in waiting:
+                    common = row[r.slot]
+                    if common:
+                        # the same share as below: len(r.grams & grams) / len(r.grams)
+                        share = common / len(r.grams)
+                        if share > r.overlap:
+                            r.overlap = share
+                            r.stale = True
+        elif grams:
             for waiting in groups:
                 for r in waiting:
                     theirs = r.grams

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 
 from ctxbudget.extractive import SentenceAnalysis, analyse, rank_stemmed
+from ctxbudget.native import NATIVE
 from ctxbudget.schemas import ConsolidatedItem
 from ctxbudget.tokens import estimate_tokens
 
@@ -20,6 +21,23 @@ EXCERPT_SLACK = 1.15
 #: break, or ``[.!?]`` then closing quotes or brackets then a space; written to open with
 #: one character class, which the regex engine scans for quickly.
 ROUGH_END = re.compile(r"[.!?\n](?:(?<=\n)|[\"')\]]*\s)")
+
+
+def rough_sentence_count(text: str) -> int:
+    """About how many sentences ``text`` has: one more than its :data:`ROUGH_END` matches.
+    Counted by the compiled path when it is loaded (a plain scan), else by
+    :func:`rough_sentence_count_reference`."""
+    if NATIVE is not None:
+        found = NATIVE.rough_sentence_count(text)
+        if found is not None:
+            return found
+    return rough_sentence_count_reference(text)
+
+
+def rough_sentence_count_reference(text: str) -> int:
+    """:func:`rough_sentence_count` in pure Python: the reference of
+    ``native/src/rough.rs`` (``tests/property/test_native_rank.py`` compares the two)."""
+    return len(ROUGH_END.findall(text)) + 1
 
 
 def excerpt_steps(

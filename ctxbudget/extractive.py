@@ -313,6 +313,25 @@ def rank_stemmed(
     lead: bool,
     links: Sequence[str] = (),
 ) -> tuple[list[int], list[int]]:
+    """Per-sentence query overlap, and the sentence indices best first: the compiled
+    ranking when it is loaded (:mod:`ctxbudget.native`), else :func:`rank_stemmed_reference`,
+    which says what both compute."""
+    if RANKER is not None:
+        found = RANKER.rank(
+            analysis.stems, analysis.protected, analysis.padded, qstems, lead, links
+        )
+        if found is not None:
+            return found
+    return rank_stemmed_reference(analysis, qstems, lead=lead, links=links)
+
+
+def rank_stemmed_reference(
+    analysis: SentenceAnalysis,
+    qstems: frozenset[str],
+    *,
+    lead: bool,
+    links: Sequence[str] = (),
+) -> tuple[list[int], list[int]]:
     """Per-sentence query overlap, and the sentence indices best first.
 
     A sentence scores the query stems it carries (``qstems``: :func:`query_stems`), plus
@@ -328,6 +347,10 @@ def rank_stemmed(
     names, the attribute asked for), not one that says the question again. The rest follow
     in score order. The selector estimates an excerpt's size with this ranking, and the
     compressor keeps sentences in this order, so both agree on what an excerpt holds.
+
+    The reference of the compiled ranking: a change here or to the bonuses needs the same
+    change in ``native/src/rank.rs`` (``tests/property/test_native_rank.py`` compares the
+    two; the scores are floats summed in this order on both sides).
     """
     hits = [st & qstems for st in analysis.stems]
     overlap = [len(h) for h in hits]
@@ -360,6 +383,15 @@ def rank_stemmed(
         chosen.append(pick)
         covered.update(hits[pick])
     return overlap, chosen + rest
+
+
+#: The compiled :func:`rank_stemmed_reference` (:mod:`ctxbudget.native`), and the sentence
+#: scans of :mod:`ctxbudget.hops`; None without the extension.
+RANKER = (
+    NATIVE.SentenceRanker(PROTECTED_BONUS, LEAD_BONUS, LINK_BONUS, COVERAGE_PICKS)
+    if NATIVE is not None
+    else None
+)
 
 
 class ExtractiveCompressor:

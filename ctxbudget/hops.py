@@ -24,7 +24,7 @@ from ctxbudget.entities import (
     modifier_only,
     name_holder_cap,
 )
-from ctxbudget.extractive import SentenceAnalysis, query_stems
+from ctxbudget.extractive import RANKER, SentenceAnalysis, query_stems
 from ctxbudget.text import fold_accents, name_phrases
 
 if TYPE_CHECKING:  # annotations only: the admission imports this module
@@ -56,8 +56,22 @@ def share_name(r: Option, name: str, holders: int, standing: float = 1.0) -> Non
 def hop_sentences(analysis: SentenceAnalysis, o: Option, qstems: frozenset[str]) -> list[str]:
     """The space-padded words of the sentences of admitted ``o`` (``analysis`` is that of
     its text) that carry the question (a query term) or its own link (the name, title name
-    or subject it was reached by)."""
+    or subject it was reached by): scanned by the compiled path when it is loaded, else by
+    :func:`hop_sentences_reference`."""
     keys = [f" {k} " for k in (o.linked_from, o.shared_name, o.title_name, o.subject) if k]
+    if RANKER is not None:
+        found = RANKER.hop_sentences(analysis.stems, analysis.padded, qstems, keys)
+        if found is not None:
+            return found
+    return hop_sentences_reference(analysis, keys, qstems)
+
+
+def hop_sentences_reference(
+    analysis: SentenceAnalysis, keys: list[str], qstems: frozenset[str]
+) -> list[str]:
+    """:func:`hop_sentences` with the links' ``keys`` space-padded, in pure Python: the
+    reference of ``SentenceRanker.hop_sentences`` (``native/src/rank.rs``;
+    ``tests/property/test_native_rank.py`` compares the two)."""
     return [
         pad
         for st, pad in zip(analysis.stems, analysis.padded, strict=True)
@@ -122,12 +136,25 @@ def receiver(
     def receives(o: Option, name: str) -> bool:
         found = analyse(o.text)
         key = f" {name} "
-        return any(
-            key in pad and not st.isdisjoint(qstems)
-            for st, pad in zip(found.stems, found.padded, strict=True)
-        )
+        if RANKER is not None:
+            beside = RANKER.names_beside_query(found.stems, found.padded, qstems, key)
+            if beside is not None:
+                return beside
+        return names_beside_query_reference(found, key, qstems)
 
     return receives
+
+
+def names_beside_query_reference(
+    analysis: SentenceAnalysis, key: str, qstems: frozenset[str]
+) -> bool:
+    """A sentence of ``analysis`` holds the space-padded ``key`` and a query stem: the
+    reference of ``SentenceRanker.names_beside_query`` (``native/src/rank.rs``;
+    ``tests/property/test_native_rank.py`` compares the two)."""
+    return any(
+        key in pad and not st.isdisjoint(qstems)
+        for st, pad in zip(analysis.stems, analysis.padded, strict=True)
+    )
 
 
 class HopLinks:

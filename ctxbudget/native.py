@@ -3,11 +3,15 @@
 It computes a few leaf functions on ASCII text exactly as the pure-Python code does:
 sentence bounds, proper names, the shingle fold, and the words, normal forms, shingle sets
 and shared-shingle table of consolidation's overlaps (:mod:`ctxbudget.text`), and the
-sentence analysis of :mod:`ctxbudget.extractive`; word splitting, sentence bounds, proper
-names and the sentence analysis also on Latin text beyond ASCII (every character in the table
-:func:`ctxbudget.text.latin_table` reads from Python's own Unicode database; other text
-runs on the Python code), and whether a one-word name is only a modifier
-(:func:`ctxbudget.entities.modifier_only`); a single scan of a decoded batch's bytes
+sentence analysis of :mod:`ctxbudget.extractive`; on any text, the sentence ranking of
+excerpts (:func:`ctxbudget.extractive.rank_stemmed`), the hop-sentence scans of the select
+stage's entity links (:mod:`ctxbudget.hops`), the table of shingles each two options of an
+admission share (:func:`ctxbudget.admission.shared_shingles`) and the rough sentence count
+of excerpt sizes (:func:`ctxbudget.excerpts.rough_sentence_count`); word splitting,
+sentence bounds, proper names and the sentence analysis also on Latin text beyond ASCII
+(every character in the table :func:`ctxbudget.text.latin_table` reads from Python's own
+Unicode database; other text runs on the Python code), and whether a one-word name is only
+a modifier (:func:`ctxbudget.entities.modifier_only`); a single scan of a decoded batch's bytes
 for repeated keys and long integers (``scan_json``, :mod:`ctxbudget.codec`; a build without
 it leaves the codec on its Python checks); exact ``cl100k_base`` token counts of ASCII and Latin
 text (``PieceCounter``, for :class:`ctxbudget.tokens.TiktokenCounter`: tiktoken counts the
@@ -37,7 +41,7 @@ from typing import Any, Protocol, cast
 #: ``0`` forces the pure-Python path; anything else (or unset) uses the extension if present.
 NATIVE_ENV = "CTXBUDGET_NATIVE"
 #: The interface version this code expects of the extension (its ``API_VERSION``).
-API_VERSION = 7
+API_VERSION = 8
 MODULE = "ctxbudget_native"
 
 _log = logging.getLogger("ctxbudget.native")
@@ -69,6 +73,34 @@ class SentenceAnalyser(Protocol):
     def analyse(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis: ...
 
     def analyse_latin(self, text: str, bounds: Sequence[tuple[int, int]]) -> Analysis | None: ...
+
+
+class SentenceRanker(Protocol):
+    def rank(
+        self,
+        stems: Sequence[frozenset[str]],
+        protected: Sequence[bool],
+        padded: Sequence[str],
+        qstems: frozenset[str],
+        lead: bool,
+        links: Sequence[str],
+    ) -> tuple[list[int], list[int]] | None: ...
+
+    def hop_sentences(
+        self,
+        stems: Sequence[frozenset[str]],
+        padded: Sequence[str],
+        qstems: frozenset[str],
+        keys: Sequence[str],
+    ) -> list[str] | None: ...
+
+    def names_beside_query(
+        self,
+        stems: Sequence[frozenset[str]],
+        padded: Sequence[str],
+        qstems: frozenset[str],
+        key: str,
+    ) -> bool | None: ...
 
 
 class WordSplitter(Protocol):
@@ -123,6 +155,14 @@ class NativeModule(Protocol):
     ) -> NameFinder: ...
 
     def WordSplitter(self, table: LatinTable) -> WordSplitter: ...
+
+    def rough_sentence_count(self, text: str) -> int | None: ...
+
+    def shared_shingles(self, sets: list[frozenset[int]]) -> list[list[int]] | None: ...
+
+    def SentenceRanker(
+        self, protected_bonus: float, lead_bonus: float, link_bonus: float, coverage_picks: int
+    ) -> SentenceRanker: ...
 
     def PieceCounter(self, ranks: dict[bytes, int]) -> PieceCounter: ...
 

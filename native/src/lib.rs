@@ -16,7 +16,10 @@ mod bpe;
 mod gate;
 mod json_scan;
 mod latin;
+mod novelty;
 mod overlaps;
+mod rank;
+mod rough;
 mod script;
 
 use script::{Ascii, Script};
@@ -322,13 +325,16 @@ impl SentenceAnalyser {
 #[pymodule]
 fn ctxbudget_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The interface version `ctxbudget.native.API_VERSION` checks.
-    m.add("API_VERSION", 7)?;
+    m.add("API_VERSION", 8)?;
     m.add_function(wrap_pyfunction!(fold_windows, m)?)?;
     m.add_function(wrap_pyfunction!(overlaps::overlaps, m)?)?;
     m.add_class::<SentenceSplitter>()?;
     m.add_class::<NameFinder>()?;
     m.add_class::<SentenceAnalyser>()?;
     m.add_class::<WordSplitter>()?;
+    m.add_class::<rank::SentenceRanker>()?;
+    m.add_function(wrap_pyfunction!(novelty::shared_shingles, m)?)?;
+    m.add_function(wrap_pyfunction!(rough::rough_sentence_count, m)?)?;
     gate::register(m)?;
     m.add_function(wrap_pyfunction!(json_scan::scan_json, m)?)?;
     m.add_class::<bpe::PieceCounter>()?;
