@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 
 from ctxbudget.native import NATIVE, RuleGates
 
-from .addressee import CONDITIONED_WEIGHT, addressed_labels, conditioned_orders, may_hold_order
+from .addressee import (
+    ASCII_TASK,
+    CONDITIONED_WEIGHT,
+    addressed_labels,
+    conditioned_orders,
+    may_hold_order,
+)
 from .addressee import CUE_WORDS as ADDRESSEE_WORDS
 from .model import shipped_model
 from .normalization import prepare
@@ -433,22 +439,26 @@ def _model_signal(x: _Text, v: Verdict, *, depth: int = 0) -> None:
 
 
 def _addressee_signal(x: _Text, v: Verdict) -> None:
-    """A line opening with a label addressed to an AI system (:mod:`.addressee`), the
-    strongest of them: half its weight when every such label is quoted, nothing when quoted
-    in code (a string literal is data the program holds)."""
-    best, quoted = 0.0, 0.0
-    for offset, weight, _label in addressed_labels(x.t):
-        if _inside(x.spans, offset):
-            quoted = max(quoted, weight)
-        else:
-            best = max(best, weight)
-    if not best and quoted and not x.code:
-        best = quoted / 2
-    if best:
-        v.add("addressed_to_model", best, "addressed_label")
-    if not may_hold_order(x.t, x.words):
+    """The two checks of :mod:`.addressee`. A line opening with a label addressed to an AI
+    system, the strongest of them: half its weight when every such label is quoted, nothing
+    when quoted in code (a string literal is data the program holds). A sentence ordering
+    what a summary or answer about this text must claim, unless quoted. Most passages hold no
+    colon and, in ASCII text, no task word: both are tested before anything is built."""
+    t = x.t
+    if ":" in t:
+        best, quoted = 0.0, 0.0
+        for offset, weight, _label in addressed_labels(t):
+            if _inside(x.spans, offset):
+                quoted = max(quoted, weight)
+            else:
+                best = max(best, weight)
+        if not best and quoted and not x.code:
+            best = quoted / 2
+        if best:
+            v.add("addressed_to_model", best, "addressed_label")
+    if (x.ascii and ASCII_TASK.isdisjoint(x.words)) or not may_hold_order(t, x.words):
         return
-    for offset in conditioned_orders(x.t):
+    for offset in conditioned_orders(t):
         if not _inside(x.spans, offset):
             v.add("instruction", CONDITIONED_WEIGHT, "conditioned_order")
             break
