@@ -114,6 +114,15 @@ class _CountedItem:
     rendered: str
 
 
+def _victim_key(slot: _CountedItem) -> tuple[bool, float, int]:
+    """The order in which an over-budget pack gives way, first to give first: the item
+    compressed into the room left (basis ``leftover``: sized from estimates to fill what the
+    others left, it is the first to shrink when the exact count says the room is not there),
+    then the lowest utility, then the latest admitted."""
+    adm = slot.admission
+    return ("leftover" not in adm.basis, adm.utility, -adm.rank)
+
+
 class PackCompressor:
     """Stage 4: packed batch in, Pack out (exactly counted, never over budget)."""
 
@@ -201,7 +210,7 @@ class PackCompressor:
         total = self._total(look, slots)
         while total > budget and slots:
             details["recounts"] += 1
-            victim = min(slots, key=lambda s: (s.admission.utility, -s.admission.rank))
+            victim = min(slots, key=_victim_key)
             item = consolidated.items[victim.admission.item]
             target = (
                 victim.tokens - (total - budget) - header_estimate(item) - RECOMPRESS_MARGIN_TOKENS
