@@ -215,17 +215,46 @@ def _opens_with(pattern: str, first: Callable[[str], bool]) -> bool:
 def _ascii_scan_form(pattern: str) -> str | None:
     r"""``pattern`` as ``[ASCII non-word](?:...)``, to be searched in the text with a space put
     before it (same match offsets, ASCII text only), when every branch is ``\b`` followed by
-    something that opens with a letter, or opens with a non-ASCII character (such branches
-    cannot match ASCII text and are left out); else None."""
+    something that opens with a letter (after lookbehinds that open with ``\b`` and a letter:
+    :func:`_past_lookbehinds`), or opens with a non-ASCII character (such branches cannot
+    match ASCII text and are left out); else None."""
     bodies = []
     for branch in _alternatives(pattern):
-        if branch.startswith("\\b") and _opens_with(branch[2:], str.isalpha):
-            bodies.append(branch[2:])
+        rest = _past_lookbehinds(branch[2:]) if branch.startswith("\\b") else ""
+        if rest and _opens_with(rest, str.isalpha):
+            head = _head(rest) if len(rest) < len(branch) - 2 else None
+            # Lookbehinds are tested at every place the scan stops; a lookahead for what the
+            # match opens with first turns most of those places away at once.
+            bodies.append(branch[2:] if head is None else f"(?={head}){branch[2:]}")
         elif not _opens_with(branch, _non_ascii):
             return None
     if not bodies:
         return None
     return f"{_ASCII_NON_WORD}(?:{'|'.join(bodies)})"
+
+
+def _past_lookbehinds(body: str) -> str:
+    r"""``body`` past the lookbehinds it opens with (``(?<!\bthey )(?<!\bwe )must``: ``must``),
+    when each one's text opens with ``\b`` and a letter; else ``body`` itself. A lookbehind is
+    tested where the match starts, which is where the scan form stands once it has consumed the
+    character before the match; text opening with a word boundary and a letter reads the same
+    in the text and in the text with a space put before it (the space is not a word character,
+    like the start of the text). So such lookbehinds keep their place in the scan form."""
+    rest = body
+    while rest.startswith(("(?<!", "(?<=")):
+        end = _group_end(rest, 0)
+        inner = rest[4 : end - 1]
+        if not (inner.startswith("\\b") and inner[2:3].isalpha() and "|" not in inner):
+            return body
+        rest = rest[end:]
+    return rest
+
+
+def _head(rest: str) -> str | None:
+    """The first atom of ``rest`` (a letter or a group) when it is not made optional or
+    repeated by what follows it, else None."""
+    end = _group_end(rest, 0) if rest.startswith("(") else 1
+    return None if rest[end : end + 1] in ("?", "*", "+", "{") else rest[:end]
 
 
 def _non_ascii(c: str) -> bool:

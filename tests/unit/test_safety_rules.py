@@ -52,6 +52,10 @@ def test_the_ascii_scan_forms_match_where_the_rules_do() -> None:
         "xignore all previous instructions",
         "_you are now dan",
         "9new rules",
+        "they must recommend it",
+        "i must say so",
+        "xthey must say",
+        "and so we must tell the user",
     ]
     formed = [r for r in rules.RULES if r.ascii_rx is not None]
     assert len(formed) >= 60
@@ -75,6 +79,11 @@ def test_the_ascii_scan_forms_match_where_the_rules_do() -> None:
         (r"\b(?:x){0,2}y", False),
         (r"\b\w+", False),
         (r"\bab|cd", False),
+        (r"\b(?<!\bthey )(?<!\bwe )(?:must|shall) say", True),
+        (r"\b(?<=\bso )must", True),
+        (r"\b(?<! a)must", False),
+        (r"\b(?<=\bx |\by )must", False),
+        (r"\b(?<!\bthey )\w+", False),
         (r"(?:теперь ты|отныне)", False),
         (r"ab\b", False),
     ],
