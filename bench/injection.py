@@ -244,7 +244,7 @@ def _bipia_contexts(
 def dev_report(gate: Gate, *, show_misses: bool = False) -> str:
     """The gate on every development corpus (:mod:`bench.injection_data`), per corpus, part
     and style, then the false withholds on retrieval traffic and the gate's cost."""
-    from bench.injection_data import all_units
+    from bench.injection_data import all_units, data_dir, dbpedia_units
 
     units = all_units()
     flagged = {id(u): bool(gate(u.title, u.text)) for u in units}
@@ -279,6 +279,13 @@ def dev_report(gate: Gate, *, show_misses: bool = False) -> str:
         wrong = [u.id for u in units if u.corpus == corpus and flagged[id(u)]]
         total = sum(1 for u in units if u.corpus == corpus)
         lines.append(f"false withholds on {corpus}: {len(wrong)}/{total} {' '.join(wrong[:10])}")
+    unseen = list(dbpedia_units()) if (data_dir() / "dbpedia_entity_beir_subset").is_dir() else []
+    if unseen:
+        wrong = [u.id for u in unseen if gate(u.title, u.text)]
+        lines.append(
+            f"false withholds on dbpedia (never fitted): {len(wrong)}/{len(unseen)} "
+            f"{' '.join(wrong[:10])}"
+        )
     traffic = [(u.title, u.text) for u in units if u.corpus in ("msmarco", "hotpotqa")]
     costs = gate_costs(traffic, gate)
     every = gate_costs([(u.title, u.text) for u in units], gate)

@@ -226,6 +226,25 @@ def msmarco_units(limit: int | None = None) -> Iterator[Unit]:
             )
 
 
+def dbpedia_units() -> Iterator[Unit]:
+    """DBPedia-Entity abstracts (the BEIR sub-corpus of 5,000 entities): benign retrieval
+    traffic of another kind that no fit and no threshold reads (not in :func:`all_units`), so
+    the gate's false withholds on it are a figure on traffic it was never fitted to."""
+    path = data_dir() / "dbpedia_entity_beir_subset" / "corpus.jsonl"
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            yield Unit(
+                "dbpedia",
+                "abstract",
+                "benign",
+                row["text"],
+                "heldout",
+                title=row.get("title") or None,
+                id=f"dbpedia-{row['_id']}",
+            )
+
+
 def hotpotqa_units() -> Iterator[Unit]:
     """HotpotQA train paragraphs (title and sentences), split by title."""
     path = data_dir() / "hotpotqa_train100" / "hotpotqa_train_corpus.json"

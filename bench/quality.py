@@ -131,12 +131,23 @@ def _version_key(version: str | None) -> int | None:
     return int(version) if version is not None and version.isdigit() else None
 
 
-def _older_versions(admitted: Iterable[Candidate], candidates: Sequence[Candidate]) -> int:
-    newest: dict[str, int] = {}
+def _older_versions(
+    admitted: Iterable[Candidate], candidates: Sequence[Candidate], as_of: str | None = None
+) -> int:
+    """Admitted candidates older than their document's newest version: the newest published
+    on or before ``as_of`` when the question has one (a version published later is not yet
+    the document's), else the newest of all."""
+    by_doc: dict[str, list[Candidate]] = {}
     for c in candidates:
-        v = _version_key(c.version)
-        if v is not None:
-            newest[c.doc_id] = max(v, newest.get(c.doc_id, v))
+        by_doc.setdefault(c.doc_id, []).append(c)
+    newest: dict[str, int] = {}
+    for doc, group in by_doc.items():
+        published = [
+            c for c in group if as_of is None or c.published_at is None or c.published_at <= as_of
+        ]
+        keys = [v for c in (published or group) if (v := _version_key(c.version)) is not None]
+        if keys:
+            newest[doc] = max(keys)
     count = 0
     for c in admitted:
         v = _version_key(c.version)
@@ -223,7 +234,7 @@ def evaluate_query(
         injected_admitted=injected,
         injected_unquarantined=unquarantined,
         families_admitted_twice=_families_twice(items, truth),
-        older_versions_admitted=_older_versions(admitted, batch.candidates),
+        older_versions_admitted=_older_versions(admitted, batch.candidates, batch.query.as_of),
         overlaps_split=_overlaps_split(item_candidates),
         unknown_ids=sum(1 for cid in admitted_ids if cid not in by_id),
     )

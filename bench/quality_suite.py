@@ -53,7 +53,13 @@ from ctxbudget.pipeline import Pipeline
 from ctxbudget.policy import PolicyStore, default_policies_dir
 from ctxbudget.schemas import CandidateBatch, Pack
 from ctxbudget.testing.naive import default_counter, naive_assemble
-from ctxbudget.testing.traffic import BatchTruth, GeneratedBatch, TrafficError, from_msmarco
+from ctxbudget.testing.traffic import (
+    BatchTruth,
+    GeneratedBatch,
+    TrafficError,
+    from_dbpedia,
+    from_msmarco,
+)
 
 
 @dataclass(slots=True)
@@ -250,6 +256,7 @@ def traffic_sets(
                 out.append((name, builder(data_dir, seed, budget, awkward)))
     if msmarco:
         out.append(("msmarco-awkward", lambda: from_msmarco(data_dir, seed=seed)))
+        out.append(("dbpedia-awkward", lambda: from_dbpedia(data_dir, seed=seed)))
     return out
 
 

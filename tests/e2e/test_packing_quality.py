@@ -78,3 +78,14 @@ def test_the_data_is_read_from_outside_the_repository() -> None:
         pytest.skip(str(e))
     repo = Path(__file__).resolve().parents[2]
     assert repo not in folder.resolve().parents
+
+
+def test_dbpedia_entity_packs_keep_their_evidence() -> None:
+    """Entity search (DBPedia-Entity, titled abstracts): the packs keep most of the highly
+    relevant entities, well above the naive fill, safely (older versions counted as of the
+    question's date)."""
+    r = _run("dbpedia-awkward")
+    ours, naive = r.policy["all"], r.naive["all"]
+    assert ours["needed"] >= 0.85 and ours["needed"] > naive["needed"] + 0.2
+    assert ours["tokens"] <= ours["budget"]
+    _safe(r)

@@ -131,3 +131,16 @@ def test_quality_reads_packs_like_the_naive_path(
     for key in ("relevant_admitted", "injected_admitted", "families_admitted_twice"):
         assert reports[0][key] == reports[1][key]
     assert reports[0]["per_query"] == reports[1]["per_query"]
+
+
+def test_an_older_version_is_counted_against_the_newest_published_by_the_question_date() -> None:
+    """A version published after the question's ``as_of`` is not yet the document's newest:
+    admitting the one before it is no older version; without ``as_of`` it is."""
+    from ctxbudget.testing import candidate
+
+    v1 = candidate("v1", "text", doc_id="d", version="1", published_at="2024-01-01")
+    v2 = candidate("v2", "text", doc_id="d", version="2", published_at="2025-08-01")
+    assert quality._older_versions([v1], [v1, v2]) == 1
+    assert quality._older_versions([v1], [v1, v2], "2025-06-30") == 0
+    assert quality._older_versions([v1], [v1, v2], "2025-09-01") == 1
+    assert quality._older_versions([v2], [v1, v2], "2025-06-30") == 0

@@ -210,3 +210,22 @@ def test_msmarco_traffic_has_labels_every_case_and_a_tight_budget() -> None:
     assert report.fraction_overall is not None
     assert 0.65 <= report.fraction_overall <= 0.9
     assert report.injected_admitted and report.cross_tenant_admitted
+
+
+@pytest.mark.skipif(
+    not (_data_dir() / "dbpedia_entity_beir_subset" / "corpus.jsonl").is_file(),
+    reason=f"DBPedia-Entity subset not found under {_data_dir()} (set CTXBUDGET_DATA_DIR)",
+)
+def test_dbpedia_traffic_keeps_entity_names_as_titles() -> None:
+    """Entity-search traffic: one batch per judged query, the entity name as the title (not
+    in the text), the highly relevant entities as labels, the same bytes every time."""
+    batches = traffic.from_dbpedia(_data_dir(), seed=1)
+    assert len(batches) == 40
+    assert [g.to_json() for g in batches[:3]] == [
+        g.to_json() for g in traffic.from_dbpedia(_data_dir(), seed=1)[:3]
+    ]
+    originals = [
+        c for g in batches for c in g.batch.candidates if g.truth.kind_of(c.chunk_id) == "original"
+    ]
+    assert originals and all(c.title for c in originals)
+    assert sum(len(g.batch.labels.relevant_chunk_ids) for g in batches if g.batch.labels) >= 40

@@ -1,4 +1,6 @@
-"""Multi-passage QA traffic from the MS MARCO TREC-DL19 BEIR subset (:func:`from_msmarco`)."""
+"""Multi-passage QA traffic from BEIR-layout retrieval subsets: MS MARCO TREC-DL19
+(:func:`from_msmarco`, passages) and DBPedia-Entity (:func:`from_dbpedia`, entity abstracts
+with their entity names as titles)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from ctxbudget.testing.traffic.ids import _random_date, chunk_id_for, doc_id_for
 from ctxbudget.testing.traffic.truth import GeneratedBatch
 
 MSMARCO_DIRNAME = "msmarco_trecdl19_beir_subset"
+DBPEDIA_DIRNAME = "dbpedia_entity_beir_subset"
 MIN_ORIGINALS = 6
 
 
@@ -37,13 +40,17 @@ def default_data_dir() -> Path:
 
 def msmarco_dir(data_dir: Path | str | None = None) -> Path:
     """The MS MARCO subset folder, given it or the data folder holding it."""
+    return _beir_dir(data_dir, MSMARCO_DIRNAME, "MS MARCO")
+
+
+def _beir_dir(data_dir: Path | str | None, dirname: str, label: str) -> Path:
     base = Path(data_dir) if data_dir is not None else default_data_dir()
-    for candidate in (base, base / MSMARCO_DIRNAME):
+    for candidate in (base, base / dirname):
         if (candidate / "corpus.jsonl").is_file():
             return candidate
     raise TrafficError(
-        f"MS MARCO subset not found under {base} (expected corpus.jsonl there or in "
-        f"{MSMARCO_DIRNAME}/); set CTXBUDGET_DATA_DIR to the folder holding it"
+        f"{label} subset not found under {base} (expected corpus.jsonl there or in "
+        f"{dirname}/); set CTXBUDGET_DATA_DIR to the folder holding it"
     )
 
 
@@ -59,23 +66,33 @@ def repair_mojibake(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MsMarco:
-    """The subset in memory: corpus ids and texts, queries and graded qrels."""
+    """The subset in memory: corpus ids and texts (title and text, as retrieval reads them),
+    queries and graded qrels; with ``titled``, also each document's title and text apart
+    (the candidates then carry the title as their own field)."""
 
     ids: tuple[str, ...]
     texts: tuple[str, ...]
     queries: Mapping[str, str]
     qrels: Mapping[str, Mapping[str, int]]
+    titles: tuple[str | None, ...] = ()
+    bodies: tuple[str, ...] = ()
 
     @classmethod
-    def load(cls, folder: Path, *, repair: bool = True) -> MsMarco:
+    def load(cls, folder: Path, *, repair: bool = True, titled: bool = False) -> MsMarco:
         ids: list[str] = []
         texts: list[str] = []
+        titles: list[str | None] = []
+        bodies: list[str] = []
+        fix = repair_mojibake if repair else str
         with (folder / "corpus.jsonl").open(encoding="utf-8") as f:
             for line in f:
                 row = json.loads(line)
                 text = " ".join(p for p in (row.get("title") or "", row["text"]) if p)
                 ids.append(str(row["_id"]))
-                texts.append(repair_mojibake(text) if repair else text)
+                texts.append(fix(text))
+                if titled:
+                    titles.append(fix(row["title"]) if row.get("title") else None)
+                    bodies.append(fix(row["text"]))
         queries: dict[str, str] = {}
         with (folder / "queries.jsonl").open(encoding="utf-8") as f:
             for line in f:
@@ -87,7 +104,7 @@ class MsMarco:
                 parts = line.split()
                 if len(parts) == 3 and parts[2].lstrip("-").isdigit():
                     qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-        return cls(tuple(ids), tuple(texts), queries, qrels)
+        return cls(tuple(ids), tuple(texts), queries, qrels, tuple(titles), tuple(bodies))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +114,12 @@ class _Retrieval:
 
 
 class _MsMarcoBuilder:
-    def __init__(self, data: MsMarco) -> None:
+    def __init__(self, data: MsMarco, prefix: str = "msmarco", min_grade: int = 2) -> None:
         self.data = data
+        #: What ids, sources and seeds are named by (``msmarco``, ``dbpedia``).
+        self.prefix = prefix
+        #: The qrels grade from which a document is needed.
+        self.min_grade = min_grade
         self.index = BM25Index(data.texts, k1=0.9, b=0.4)
         self.alt = BM25Index(data.texts, k1=1.6, b=0.9)
         self.row = {pid: i for i, pid in enumerate(data.ids)}
@@ -117,7 +138,7 @@ class _MsMarcoBuilder:
         rows = [int(r) for r in hits.order[:n]]
 
         def relevant(r: int) -> bool:
-            return grades.get(self.data.ids[r], 0) >= 2
+            return grades.get(self.data.ids[r], 0) >= self.min_grade
 
         missing = min_relevant - sum(relevant(r) for r in rows)
         if missing > 0:
@@ -135,18 +156,20 @@ class _MsMarcoBuilder:
         alt = [self.alt.score_text(query, self.data.texts[r]) for r in rows]
         top_alt = max(max(alt), 1e-9)
         drafts: list[Draft] = []
+        titled = bool(self.data.titles)
         for r, a in zip(rows, alt, strict=True):
             pid, text = self.data.ids[r], self.data.texts[r]
-            source = source_for("msmarco", pid)
+            source = source_for(self.prefix, pid)
             drafts.append(
                 Draft(
-                    chunk_id=chunk_id_for("msmarco", pid),
-                    doc_id=doc_id_for("msmarco", pid),
+                    chunk_id=chunk_id_for(self.prefix, pid),
+                    doc_id=doc_id_for(self.prefix, pid),
                     source_id=source,
-                    text=text,
+                    text=self.data.bodies[r] if titled else text,
+                    title=self.data.titles[r] if titled else None,
                     retrieval=float(hits.scores[r]),
                     rerank=0.6 * a / top_alt + 0.4 * coverage(query, text),
-                    relevant=grades.get(pid, 0) >= 2,
+                    relevant=grades.get(pid, 0) >= self.min_grade,
                     version=rng.choice(("1", "1", "1", "2")),
                     published_at=_random_date(rng, 2016, 2025).isoformat(),
                     retriever=rng.choice(("bm25", "hybrid")),
@@ -162,7 +185,8 @@ class _MsMarcoBuilder:
         if len(ranked) < 3:
             deeper = (int(r) for r in hits.order[len(rows) : len(rows) + 10])
             ranked += [r for r in deeper if r not in taken and r not in ranked]
-        return [self.data.texts[r] for r in ranked[:6]]
+        texts = self.data.bodies or self.data.texts
+        return [texts[r] for r in ranked[:6]]
 
     def turns(self, rng: random.Random, n: int) -> list[Turn]:
         out: list[Turn] = []
@@ -190,6 +214,56 @@ def from_msmarco(
     counter: TokenCounter | None = None,
 ) -> list[GeneratedBatch]:
     """Multi-passage QA traffic over the judged TREC-DL19 queries (one batch per variant)."""
+    data = MsMarco.load(msmarco_dir(data_dir), repair=repair_text)
+    return _from_beir(
+        _MsMarcoBuilder(data),
+        seed=seed,
+        candidates_per_query=candidates_per_query,
+        rates=rates,
+        evidence_fraction=evidence_fraction,
+        variants_per_query=variants_per_query,
+        min_relevant=min_relevant,
+        counter=counter,
+    )
+
+
+def from_dbpedia(
+    data_dir: Path | str | None = None,
+    *,
+    seed: int,
+    candidates_per_query: tuple[int, int] = (10, 25),
+    rates: AwkwardRates | None = None,
+    evidence_fraction: tuple[float, float] = MSMARCO_EVIDENCE_FRACTION,
+    min_relevant: int = 2,
+    counter: TokenCounter | None = None,
+) -> list[GeneratedBatch]:
+    """Entity-search traffic over the judged DBPedia-Entity queries (keyword queries, natural
+    questions and list searches): the entity abstracts BM25 finds, their entity names as
+    titles, and the highly relevant ones (grade 2) as the needed evidence."""
+    data = MsMarco.load(_beir_dir(data_dir, DBPEDIA_DIRNAME, "DBPedia-Entity"), titled=True)
+    return _from_beir(
+        _MsMarcoBuilder(data, prefix="dbpedia"),
+        seed=seed,
+        candidates_per_query=candidates_per_query,
+        rates=rates,
+        evidence_fraction=evidence_fraction,
+        variants_per_query=1,
+        min_relevant=min_relevant,
+        counter=counter,
+    )
+
+
+def _from_beir(
+    builder: _MsMarcoBuilder,
+    *,
+    seed: int,
+    candidates_per_query: tuple[int, int],
+    rates: AwkwardRates | None,
+    evidence_fraction: tuple[float, float],
+    variants_per_query: int,
+    min_relevant: int,
+    counter: TokenCounter | None,
+) -> list[GeneratedBatch]:
     lo, hi = candidates_per_query
     if not MIN_ORIGINALS <= lo <= hi:
         raise ValueError(f"candidates_per_query must satisfy {MIN_ORIGINALS} <= lo <= hi")
@@ -198,19 +272,18 @@ def from_msmarco(
         raise ValueError(f"variants_per_query must be >= 1, got {variants_per_query}")
     awkward = rates if rates is not None else AwkwardRates()
     tc = counter if counter is not None else default_counter()
-    data = MsMarco.load(msmarco_dir(data_dir), repair=repair_text)
-    builder = _MsMarcoBuilder(data)
+    data, prefix = builder.data, builder.prefix
     out: list[GeneratedBatch] = []
     for qid in sorted(q for q in data.qrels if q in data.queries):
         for variant in range(variants_per_query):
-            rng = random.Random(f"msmarco|{seed}|{qid}|{variant}")
+            rng = random.Random(f"{prefix}|{seed}|{qid}|{variant}")
             query = data.queries[qid]
             total = rng.randint(lo, hi)
             plan = plan_awkward(rng, awkward).shrink_to(total - MIN_ORIGINALS)
             hits = builder.retrieve(query)
             rows = builder.pick_rows(qid, hits, total - plan.total, min_relevant)
             originals = builder.originals(qid, query, hits, rows, rng)
-            ctx = _Context(f"msmarco-{qid}-{variant}", seed, query, rng, tc)
+            ctx = _Context(f"{prefix}-{qid}-{variant}", seed, query, rng, tc)
             drafts = add_awkward(ctx, originals, plan, builder.pool_texts(qid, hits, rows))
             cost = _originals_cost(originals, tc)
             as_of = "2025-06-30" if rng.random() < 0.2 else None
