@@ -5,7 +5,8 @@ In order, on the candidates the router let through:
 1. identical ``chunk_id``s collapse into one (``duplicate``);
 2. an older version of a document beside a newer one is dropped (``stale_version``) unless
    the query asks about history; with ``query.as_of`` the newest version published on or
-   before that date wins;
+   before that date wins; every chunk of the winning version stays (chunks of one version
+   are parts of the document, whatever dates they carry);
 3. overlapping or touching spans of one document merge into one text in document order,
    and children of one parent are grouped;
 4. exact duplicates after normalisation and near-duplicates (word-shingle Jaccard or
@@ -190,9 +191,11 @@ class Consolidator:
                 continue
             eligible = [i for i in group if _published_by(cands[i], as_of)] or group
             newest = max(version_key(cands[i].version, cands[i].published_at) for i in eligible)
+            # Every chunk of the newest version stays: chunks of one version are parts of
+            # one document (their dates may differ as they were indexed), not versions of it.
             for i in group:
                 c = cands[i]
-                if c.version is None or version_key(c.version, c.published_at) == newest:
+                if c.version is None or c.version == newest[2]:
                     keep.append(i)
                 else:
                     dropped.append(

@@ -98,6 +98,29 @@ def test_an_older_version_beside_a_newer_one_is_stale(store: PolicyStore) -> Non
     assert [(f.chunk_id, f.reason) for f in out.dropped] == [("old", "stale_version")]
 
 
+def test_every_chunk_of_the_newest_version_stays_whatever_its_date(store: PolicyStore) -> None:
+    """Two chunks of one version are parts of one document, not versions of it: a later date
+    on one of them does not make the other stale; the older version still is."""
+    kw = {"doc_id": "kb", "version": "2"}
+    intro = candidate("intro", "Keys expire after 90 days.", 2.0, published_at="2023-06-06", **kw)
+    notes = candidate(
+        "notes", "Rotation is automatic on the paid plan.", 1.5, published_at="2025-12-28", **kw
+    )
+    old = candidate(
+        "old",
+        "Keys expire after 30 days.",
+        3.0,
+        doc_id="kb",
+        version="1",
+        published_at="2021-04-28",
+    )
+    out = consolidate(store, batch([intro, notes, old], query="when do keys expire?"))
+    assert {cid for it in out.items for cid in it.chunk_ids} == {"intro", "notes"}
+    assert [(f.chunk_id, f.reason, f.detail) for f in out.dropped] == [
+        ("old", "stale_version", "version 1 beside 2")
+    ]
+
+
 def test_history_questions_keep_every_version(store: PolicyStore) -> None:
     """'What changed' needs both versions."""
     old = candidate("old", "Keys expire after 30 days.", 3.0, doc_id="kb", version="1")

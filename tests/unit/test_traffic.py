@@ -229,3 +229,26 @@ def test_dbpedia_traffic_keeps_entity_names_as_titles() -> None:
     ]
     assert originals and all(c.title for c in originals)
     assert sum(len(g.batch.labels.relevant_chunk_ids) for g in batches if g.batch.labels) >= 40
+
+
+def test_no_version_is_published_after_the_date_dated_questions_ask_about() -> None:
+    """The truth labels a document's newest version as needed; a dated question (``as_of``)
+    must find that same version, so the newest version of every document is published by
+    then (a later date on another chunk of the same version does not make it a new one)."""
+    from ctxbudget.testing.traffic.assemble import AS_OF
+
+    batches = traffic.synthetic(300, seed=5)
+    dated = [g for g in batches if g.batch.query.as_of is not None]
+    assert dated and {g.batch.query.as_of for g in dated} == {AS_OF}
+    checked = 0
+    for g in batches:
+        by_doc: dict[str, dict[str, list[str]]] = {}
+        for c in g.batch.candidates:
+            if c.version is not None and c.published_at is not None:
+                by_doc.setdefault(c.doc_id, {}).setdefault(c.version, []).append(c.published_at)
+        for versions in by_doc.values():
+            if len(versions) > 1:
+                newest = max(versions, key=int)
+                assert min(versions[newest]) <= AS_OF
+                checked += 1
+    assert checked

@@ -27,6 +27,11 @@ from ctxbudget.testing.traffic.ids import (
     source_for,
 )
 
+#: The date the traffic's dated questions ask about (``query.as_of`` on a fifth of the
+#: batches). No document version is published after it: the newest version of a document is
+#: then the one to pack whether or not the question is dated, as the truth labels it.
+AS_OF = "2025-06-30"
+
 
 @dataclass(frozen=True, slots=True)
 class Draft:
@@ -154,7 +159,8 @@ def _copies(ctx: _Context, target: Draft, k: int, top: tuple[float, float]) -> l
 
 def _stale(ctx: _Context, target: Draft, top: tuple[float, float]) -> tuple[Draft, Draft]:
     """The target becomes version 2; returns (new target, older version 1 beside it)."""
-    newer = _random_date(ctx.rng, 2023, 2025)
+    # Drawn as before, then held to the as-of date (the random stream stays the same).
+    newer = min(_random_date(ctx.rng, 2023, 2025), date.fromisoformat(AS_OF))
     older = newer - timedelta(days=ctx.rng.randint(200, 900))
     updated = replace(target, version="2", published_at=newer.isoformat())
     text = stale_text(target.text, ctx.rng)

@@ -10,7 +10,13 @@ from dataclasses import dataclass
 
 from ctxbudget.schemas import Turn
 from ctxbudget.testing.naive import TokenCounter, default_counter
-from ctxbudget.testing.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
+from ctxbudget.testing.traffic.assemble import (
+    AS_OF,
+    Draft,
+    _Context,
+    add_awkward,
+    plan_awkward,
+)
 from ctxbudget.testing.traffic.base import SYNTHETIC_EVIDENCE_FRACTION, AwkwardRates
 from ctxbudget.testing.traffic.frame import _check_range, _finish, _originals_cost
 from ctxbudget.testing.traffic.ids import _random_date, chunk_id_for, doc_id_for, source_for
@@ -231,7 +237,7 @@ def synthetic(
         pool = [_passage(_relevant_sentence(t, rng, k), rng) for k in spare]
         drafts = add_awkward(ctx, originals, plan, pool)
         cost = _originals_cost(originals, tc)
-        as_of = "2025-06-30" if rng.random() < 0.2 else None
+        as_of = AS_OF if rng.random() < 0.2 else None
         out.append(
             _finish(ctx, drafts, cost, awkward, evidence_fraction, _synthetic_turns, as_of=as_of)
         )

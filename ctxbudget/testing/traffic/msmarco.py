@@ -15,7 +15,13 @@ import numpy as np
 
 from ctxbudget.schemas import Turn
 from ctxbudget.testing.naive import TokenCounter, default_counter
-from ctxbudget.testing.traffic.assemble import Draft, _Context, add_awkward, plan_awkward
+from ctxbudget.testing.traffic.assemble import (
+    AS_OF,
+    Draft,
+    _Context,
+    add_awkward,
+    plan_awkward,
+)
 from ctxbudget.testing.traffic.base import (
     MSMARCO_EVIDENCE_FRACTION,
     REPO_ROOT,
@@ -286,7 +292,7 @@ def _from_beir(
             ctx = _Context(f"{prefix}-{qid}-{variant}", seed, query, rng, tc)
             drafts = add_awkward(ctx, originals, plan, builder.pool_texts(qid, hits, rows))
             cost = _originals_cost(originals, tc)
-            as_of = "2025-06-30" if rng.random() < 0.2 else None
+            as_of = AS_OF if rng.random() < 0.2 else None
             out.append(
                 _finish(ctx, drafts, cost, awkward, evidence_fraction, builder.turns, as_of=as_of)
             )
