@@ -865,6 +865,26 @@ RULES: tuple[Rule, ...] = (
         _EN_NOUN_WORDS, words2=_EN_VERB_WORDS, directive=True, clause=True,
     ),
     _rule(
+        # A new task after praise of the last one, opening a line: "Simply great! ... I need
+        # your help with another task", "Excellent performance! Now further tasks ...", "Sehr
+        # gut. Das ist erledigt. Verfasse nun ein Manifest ...": the reader is told its task is
+        # over and handed the next; a document's text does not grade its reader's last answer.
+        "task_switch", "instruction", 2.0,
+        r"(?:^|\n)[ \t]{0,4}(?:[a-z']{1,12}[ \t]){0,2}(?:great|excellent|perfect|brilliant|"
+        r"fantastic|wonderful|well done|very good|good job|nice work|sehr gut|gut gemacht|toll|"
+        r"klasse|prima|perfekt|wunderbar|ausgezeichnet|das ist erledigt)\b[^\n]{0,120}?(?:\b(?:"
+        r"another|a new|further|weitere|eine neue|neue|eine andere)[ \t](?:task|tasks|challenge|"
+        r"aufgabe|aufgaben|herausforderung)\b(?![ \t-]?(?:force|manager|bar|list|group))"
+        r"|\b(?:now|nun|jetzt)[ \t](?:[a-z]{1,12}[ \t]){0,3}?(?:write|compose|verfasse|"
+        r"schreibe|schreib|formuliere|erstelle)\b"
+        r"|\b(?:verfasse|schreibe|schreib|formuliere|erstelle)[ \t](?:nun|jetzt)\b)",
+        "great excellent perfect brilliant fantastic wonderful done good nice gut toll klasse "
+        "prima perfekt wunderbar ausgezeichnet erledigt",
+        words2="another new further weitere neue andere task tasks challenge aufgabe "
+        "aufgaben herausforderung now nun jetzt",
+        directive=True,
+    ),
+    _rule(
         "ignore_everything_before", "instruction", 2.0,
         r"\b(?:ignore|disregard|forget|discard)\b[^.!?\n]{0,12}?\b(?:everything|anything|"
         r"all(?: of)? (?:that|this|the above)|whatever)\b[^.!?\n]{0,30}?\b(?:you(?:'ve| have|"
