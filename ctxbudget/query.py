@@ -11,7 +11,8 @@ import re
 
 from ctxbudget.text import STOPWORDS, content_terms, words
 
-_CHOICE = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or)\s", re.I)
+#: "than" joins two options unless a number follows ("more than 50", "more than how many").
+_CHOICE = re.compile(r"\s(?:vs\.?|versus|compared (?:to|with)|or|than(?!\s+(?:\d|how\b)))\s", re.I)
 _PAIR = re.compile(r"\s(?:and|with|to)\s", re.I)
 _TOKEN = re.compile(r"[^\s,;:?!()\"“”]+|[,;:?!()\"“”]")
 #: A parenthetical qualifier closing a name ("North Marion High School (Oregon)").
@@ -87,6 +88,18 @@ _LEAD_WORDS = frozenset(
         "cheaper",
         "versus",
         "vs",
+        # the comparatives of "Is A higher than B?" (the criterion, not a name)
+        "higher",
+        "taller",
+        "longer",
+        "older",
+        "younger",
+        "larger",
+        "bigger",
+        "smaller",
+        "shorter",
+        "heavier",
+        "more",
     ]
 )
 

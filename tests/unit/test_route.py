@@ -160,6 +160,11 @@ def test_bridge_questions_do_not_route_to_comparison(store: PolicyStore, questio
         "Do both films The Falcon and Happy Go Lovely have the directors from the same country?",
         "Which film has the director died earlier, Ek Cheez Milli Hai or The Big Town Round-Up?",
         "Is Tulsa or Denver the more populous city?",
+        "Who is the younger of Serena Williams and Venus Williams?",
+        "Which is the larger of Lake Superior and Lake Victoria?",
+        "What nationality do Bjork and Sigur Ros share?",
+        "Is Mount Kenya higher than Mount Kilimanjaro?",
+        "Was Napoleon shorter than the Duke of Wellington?",
     ],
 )
 def test_composed_comparisons_route_to_comparison_with_options(
@@ -180,6 +185,9 @@ def test_composed_comparisons_route_to_comparison_with_options(
         "What is the place of birth of the performer of song Blue Or Green?",
         "Which award did the director of film War or Peace win?",
         "Who was born first in the family of Charles Darwin?",
+        "Was the author of Ulysses older than 50 when he died?",
+        "Which country has more than 50 official languages?",
+        "Who was the first of the Beatles to die?",
         "Who was the first president of the association which published Journal of Psychotherapy"
         " Integration?",
     ],
