@@ -298,6 +298,13 @@ class LinearModel:
                 maybe.append(words)
         return self._probability(self._best(maybe, total)) if maybe else 0.0
 
+    def probability_within(self, t: str, around: int) -> float:
+        """The probability of the best sentence of normalised text ``t`` read as standing in
+        a document of ``around`` more words (text decoded out of a passage is read where it
+        was hidden). Pure Python: asked only of the rare decoded payloads."""
+        split = sentences(t)
+        return self._probability(self._best(split, sum(map(len, split)) + around))
+
     def off_topic(self, t: str) -> bool:
         """Whether the best sentence of normalised text ``t`` stands in a document (at least
         :data:`DOCUMENT_WORDS` other words) and shares none of its content words (of

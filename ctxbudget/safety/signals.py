@@ -190,8 +190,33 @@ def decoded_payloads(x: PassageText) -> list[str]:
     return x.decoded
 
 
+def encoded_prose(x: PassageText) -> list[str]:
+    """The texts of :func:`decoded_payloads` that only one reading gives, base64, base32 or
+    hex runs decoded, when they read as prose (words of letters, spaces between them): text
+    someone hid by encoding it. rot13, reversed text and leetspeak are left out, since any
+    text "decodes" under them."""
+    decoded_payloads(x)
+    return [d for d in x.exact or () if _reads_as_prose(d)]
+
+
+#: A decoded text reads as prose with at least this many words of two letters or more, and
+#: letters and spaces making up this share of it.
+_PROSE_WORDS = 6
+_PROSE_SHARE = 0.8
+
+
+def _reads_as_prose(text: str) -> bool:
+    words = [w for w in text.split() if len(w) >= 2 and w.isalpha()]
+    if len(words) < _PROSE_WORDS:
+        return False
+    plain = sum(1 for c in text if c.isalpha() or c == " ")
+    return plain >= _PROSE_SHARE * len(text)
+
+
 def _decode_all(x: PassageText) -> list[str]:
     out: list[str] = []
+    exact: list[str] = []
+    x.exact = exact
     cased, t = x.cased, x.t
     if len(t) >= 24 and _B64_RUN_OF_24 in x.t_bytes.translate(_B64_ALPHABET_TO_A):
         runs = [
@@ -199,6 +224,7 @@ def _decode_all(x: PassageText) -> list[str]:
             for m in first_matches(_B64_RUN.finditer(cased), _MAX_RUNS)
         ]
         out.append(_join_decoded(_run_text(run) for run in runs))
+        exact.append(out[-1])
     out += _plain_disguises(x)
     words = x.words
     if not out and HINT_WORDS.isdisjoint(words):
@@ -214,6 +240,7 @@ def _decode_all(x: PassageText) -> list[str]:
                 for m in first_matches(_HEX_RUN.finditer(cased), _MAX_RUNS)
             )
         )
+        exact.append(out[-1])
     return [d for d in out if d]
 
 

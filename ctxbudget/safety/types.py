@@ -22,6 +22,8 @@ class PassageText(Protocol):
     words: frozenset[str]
     #: The decoded payloads, once worked out (None before).
     decoded: list[str] | None
+    #: Those of them that base64, base32 or hex decoding gave (set with ``decoded``).
+    exact: list[str] | None
 
 
 class FindingSink(Protocol):
