@@ -180,6 +180,8 @@ def test_msmarco_cli_refuses_to_write_inside_the_repo() -> None:
     inside = Path(__file__).resolve().parents[2] / "msmarco-traffic.jsonl"
     assert traffic.main(["msmarco", "--out", str(inside), "--seed", "1"]) == 2
     assert not inside.exists()
+    assert traffic.main(["dbpedia", "--out", str(inside), "--seed", "1"]) == 2
+    assert not inside.exists()
 
 
 # ---------------------------------------------------------------- MS MARCO

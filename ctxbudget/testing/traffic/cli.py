@@ -1,4 +1,4 @@
-"""The command line: ``python -m ctxbudget.testing.traffic msmarco|synthetic --out FILE``."""
+"""The command line: ``python -m ctxbudget.testing.traffic msmarco|dbpedia|synthetic --out FILE``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ctxbudget.testing.traffic.base import REPO_ROOT, TrafficError
 from ctxbudget.testing.traffic.dataset_free import synthetic
-from ctxbudget.testing.traffic.msmarco import from_msmarco
+from ctxbudget.testing.traffic.msmarco import from_dbpedia, from_msmarco
 from ctxbudget.testing.traffic.truth import truth_path_for, write_traffic
 
 
@@ -30,6 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     ms.add_argument("--seed", type=int, default=1)
     ms.add_argument("--data-dir", type=Path, default=None, help="default: $CTXBUDGET_DATA_DIR")
     ms.add_argument("--variants", type=int, default=1, help="batches per judged query")
+    db = sub.add_parser("dbpedia", help="entity-search traffic from the DBPedia-Entity subset")
+    db.add_argument("--out", type=Path, required=True, help="output JSONL (outside the repo)")
+    db.add_argument("--truth-out", type=Path, default=None, help="default: OUT.truth.jsonl")
+    db.add_argument("--seed", type=int, default=1)
+    db.add_argument("--data-dir", type=Path, default=None, help="default: $CTXBUDGET_DATA_DIR")
     sy = sub.add_parser("synthetic", help="dataset-free generated traffic")
     sy.add_argument("--out", type=Path, required=True)
     sy.add_argument("--truth-out", type=Path, default=None, help="default: OUT.truth.jsonl")
@@ -42,16 +47,19 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.source == "msmarco":
+        if args.source in ("msmarco", "dbpedia"):
             for path in (args.out, args.truth_out or truth_path_for(args.out)):
                 if _inside_repo(path):
                     raise TrafficError(
                         f"refusing to write dataset-derived traffic inside the repository "
                         f"({path}); choose a path outside {REPO_ROOT}, e.g. /tmp"
                     )
+        if args.source == "msmarco":
             generated = from_msmarco(
                 args.data_dir, seed=args.seed, variants_per_query=args.variants
             )
+        elif args.source == "dbpedia":
+            generated = from_dbpedia(args.data_dir, seed=args.seed)
         else:
             generated = synthetic(args.n, seed=args.seed, candidates=args.candidates)
     except (TrafficError, ValueError) as e:
