@@ -1,4 +1,5 @@
-"""The command line: ``python -m ctxbudget.testing.traffic msmarco|dbpedia|synthetic --out FILE``."""
+"""The command line: ``python -m ctxbudget.testing.traffic SOURCE --out FILE`` (SOURCE:
+``msmarco``, ``dbpedia`` or ``synthetic``)."""
 
 from __future__ import annotations
 
