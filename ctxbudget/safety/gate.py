@@ -410,8 +410,11 @@ def _score(
     return v
 
 
-#: What prose hidden by base64, base32 or hex adds to what its own rules and model say.
+#: What prose hidden by base64, base32 or hex adds to what its own rules and model say, and
+#: what the model's weak threshold counts for in such prose (twice :data:`_MODEL_WEAK`: the
+#: hiding makes a weak sign surer).
 _HIDDEN_PROSE = 1.0
+_MODEL_WEAK_HIDDEN = 1.0
 
 #: What the sentence model adds when a passage's best sentence reaches its strong threshold
 #: (enough alone to quarantine) or its weak one (a tie-breaker for rules that nearly fired).
@@ -526,9 +529,13 @@ def _encoded(x: _Text, v: Verdict, *, fast: bool, complete: bool) -> None:
         if decoded not in prose:
             continue
         p = model.probability_within(_Text(decoded).t, around)
-        said = inner.total + (
-            _MODEL_STRONG if p >= model.strong else _HIDDEN_PROSE * (p >= model.weak)
-        )
+        if p >= model.strong:
+            read = _MODEL_STRONG
+        elif p >= model.weak:
+            read = _MODEL_WEAK_HIDDEN
+        else:
+            read = 0.0
+        said = inner.total + read
         if _HIDDEN_PROSE + said >= THRESHOLD:
             v.add("encoded_payload", THRESHOLD, f"decoded-prose:{said:g}:{p:.3f}")
             return
