@@ -53,7 +53,10 @@ MACHINE_WORDS = _set(
     # el tr id ms vi sw tl
     "τν τεχνητή yapay asisten-ai agen-ai "
     # ar fa he hi ur bn
-    "الذكاء الاصطناعي هوش مصنوعی בינה מלאכותית एआई آئی اے এআই"
+    "الذكاء الاصطناعي هوش مصنوعی בינה מלאכותית एआई آئی اے এআই "
+    # "artificial" of "artificial intelligence": et lv lt hr sr sl bg hu
+    "tehisintellekti tehisaru mākslīgā mākslīgais mākslīgajam dirbtinio dirbtinis dirbtiniam "
+    "umjetne umjetnoj veštačke umetne изкуствен изкуствения mesterséges"
 )
 #: Beginnings of words that name only an AI system, however inflected ("czatbota", "нейросети").
 MACHINE_PREFIXES = (
@@ -100,12 +103,14 @@ HELPER_STEMS = (
     "помічник",
     "βοηθ",
     "msaidizi",
+    "assistend",
+    "agendi",
 )
 HELPER_PREFIXES = _tuple(
     "agent agen ajan helper model modell modelo modello modèle tool outil herramienta "
     "ferramenta strumento werkzeug processor "
     "агент модел μοντέλ مساعد المساعد معاون دستیار עוזר סוכן כלי סקירת सहायक সহকারী "
-    "trợ katulong tagapag"
+    "trợ katulong tagapag aģent ügynök"
 )
 #: Words that make an assistant or agent a machine: digital, virtual, automated, smart,
 #: web or browser, and what a machine does to this text (reads, processes, sorts, navigates).
@@ -126,7 +131,12 @@ QUALIFIERS = _set(
     "podsumowuje shrnuje суммирует резюмирует підсумовує özetleyen merangkum يلخص "
     "zpracovává zpracovávající обрабатывает обробляє האוטומטי אוטומטי "
     "programming programmazione programación programação programmier programmering "
-    "programowania kódu belanja shopping compras acquisti einkauf achats"
+    "programowania kódu belanja shopping compras acquisti einkauf achats "
+    # et lv lt hr sl bg hu tr
+    "automaatne automaatsele automaatse digitaalne digitaalsele virtuaalne virtuaalsele "
+    "automātiskais automātiskajam digitālais virtuālais automatinis automatiniam "
+    "skaitmeninis virtualus automatski automatskom automatskog digitalni virtualni samodejni "
+    "автоматичен автоматичния дигитален виртуален automatikus digitális virtuális dijital sanal"
 )
 #: Words that address a label wherever they stand in it: note, attention, dear, message,
 #: instructions, and their counterparts, and the postpositions meaning "for" (Hindi, Urdu,
@@ -143,17 +153,26 @@ ADDRESS_WORDS = _set(
     # fr es pt it ro
     "remarque avis consigne consignes cher chère "
     "nota aviso atención mensaje instrucciones indicaciones estimado querido "
-    "atenção mensagem instruções observação caro prezado "
-    "avviso attenzione messaggio istruzioni notă atenție instrucțiuni "
+    "atenção mensagem instrução instruções observação observações caro prezado "
+    "avviso attenzione messaggio istruzioni notă atenție instrucțiuni indicații "
     # pl cs sk hu
     "uwaga notatka wiadomość instrukcja instrukcje drogi poznámka upozornění pokyn pokyny "
-    "zpráva figyelem megjegyzés utasítás "
+    "zpráva upozornenie správa inštrukcie "
+    "figyelem megjegyzés utasítás utasítások üzenet feljegyzés számára "
+    # et lv lt
+    "märkus märkused tähelepanu teade sõnum juhis juhised "
+    "piezīme piezīmes uzmanību ziņojums norādījums norādījumi instrukcija instrukcijas "
+    "pastaba pastabos dėmesio žinutė pranešimas nurodymas nurodymai instrukcijos "
+    # hr sr bs sl
+    "napomena napomene pažnja pozor poruka uputa upute uputstvo uputstva bilješka beleška "
+    "obavijest obaveštenje opomba opombe sporočilo navodilo navodila obvestilo "
     # ru uk el tr
     "примечание внимание сообщение инструкция инструкции указание указания "
     "примітка увага повідомлення вказівка інструкція "
-    "σημείωση προσοχή οδηγίες dikkat mesaj talimat talimatlar için "
+    "бележка съобщение указание инструкция "
+    "σημείωση προσοχή οδηγίες dikkat mesaj talimat talimatlar için uyarı "
     # id ms vi sw tl
-    "catatan perhatian pesan instruksi petunjuk lưu hướng "
+    "catatan perhatian pesan instruksi petunjuk lưu hướng dành "
     "ujumbe tahadhari maelekezo maagizo paalala "
     # ar fa he hi ur bn
     "ملاحظة تنبيه رسالة تعليمات برای توجه یادداشت پیام دستورالعمل "
@@ -165,14 +184,18 @@ ADDRESS_WORDS = _set(
 #: otherwise).
 OPENING_ADDRESS = _set(
     "to for dear attention attn für an à pour aux para al ao aos per till för til do dla "
-    "для к до προς untuk kepada cho gửi kwa sa إلى الى به אל"
+    "для к до προς untuk kepada cho gửi kwa sa إلى الى به אל "
+    "za за pentru către priekš skirta"
 )
 #: Words of a label saying the machine reads this very text: "agents navigating this page",
 #: "the assistant sorting this inbox" (an address without an address word).
 READING_WORDS = _set(
     "reading processing navigating browsing summarizing summarising sorting visiting "
     "crawling indexing scanning läser liest lit lee lê legge leest czyta čte читает "
-    "читающий читає sorterar sortiert navigiert unayesoma anayesoma پڑھنے"
+    "читающий читає sorterar sortiert navigiert unayesoma anayesoma پڑھنے "
+    "lendo leyendo leggendo lisant procesando processando elaborando traitant lesende "
+    "okuyan işleyen olvasó feldolgozó lugev töötlev lasa skaitantis skaitanti čita čitaju "
+    "bere číta чете citește procesează পড়ছে পড়া पढ़ने पढ़ता يقرأ"
 )
 #: Prepositions and what follows them that address a label wherever they stand: "prep for the
 #: scheduling assistant", "instructions for any agent".
@@ -185,7 +208,9 @@ _ANY = _set(
 #: manages this repository: ...", "Помощнику, который подбирает товары: ...").
 _RELATIVE = _set(
     "that who which die dat der das som qui que che który która które který která které "
-    "который которая которые який яка які που yang ambaye na"
+    "который которая которые який яка які που yang ambaye na "
+    "koji koja koje ktorý ktorá ktoré aki amely amelyik kes kuris kuri kurie "
+    "който която които যে जो الذي التي"
 )
 #: Scripts written without spaces: machine words, helper words and address marks found by
 #: substring in a label of these scripts.
@@ -280,14 +305,16 @@ _EXAMPLE = (
     "예를 들어",
 )
 _CLAUSE_ENDS = (".", "!", "?", "。", "！", "？", "।", "۔", "؟")
+_CLOSERS = "\"'”’»,;}"
 #: Weights: a machine addressee, and a bare assistant or agent.
 MACHINE_WEIGHT = 2.0
 HELPER_WEIGHT = 1.0
 
 _WORD = re.compile(r"[^\W_][\w\-\u0900-\u0dff\u0300-\u036f]*")
 #: Where a label may open beside a line break: after a sentence end, a table cell's bar, a
-#: chat log's timestamp or an opening bracket (then spaces, bullets or comment marks).
-_BOUNDARIES = (". ", "! ", "? ", "。", "！", "？", "|", "] ", "(")
+#: chat log's timestamp, an opening bracket, the opening quote of a JSON string value or of
+#: a quoted CSV cell (then spaces, bullets or comment marks).
+_BOUNDARIES = (". ", "! ", "? ", "。", "！", "？", "|", "] ", "(", '": "', ',"')
 _LEAD = " \t>*#-•|/"
 #: Labels longer than this many characters are not looked at, and of what follows a colon
 #: this many characters at most (the work per colon is bounded: linear in the text).
@@ -363,8 +390,15 @@ def _weight_of(label: str, clause: str) -> float:
         or (unspaced and any(a in label for a in UNSPACED_MACHINE))
     )
     helper = helper or (unspaced and any(a in label for a in UNSPACED_HELPER))
+    # The parts of a compound qualify it too: "E-Mail-Assistenten" is a mail assistant.
+    parts = [p for w in words if "-" in w for p in w.split("-")]
     if machine or (
-        helper and not (QUALIFIERS.isdisjoint(words) and READING_WORDS.isdisjoint(words))
+        helper
+        and not (
+            QUALIFIERS.isdisjoint(words)
+            and READING_WORDS.isdisjoint(words)
+            and QUALIFIERS.isdisjoint(parts)
+        )
     ):
         return MACHINE_WEIGHT
     return HELPER_WEIGHT if helper else 0.0
@@ -377,7 +411,10 @@ def _a_clause(clause: str) -> bool:
     if _UNSPACED.search(clause):
         return len(clause) >= MIN_CLAUSE_CHARS
     n = len(_WORD.findall(clause))
-    return n >= MIN_CLAUSE_WORDS and (n >= TITLE_WORDS or clause[-1:] in _CLAUSE_ENDS)
+    # The quote and separators closing a JSON value or a CSV cell are not the clause's end.
+    return n >= MIN_CLAUSE_WORDS and (
+        n >= TITLE_WORDS or clause.rstrip(_CLOSERS)[-1:] in _CLAUSE_ENDS
+    )
 
 
 def addressed_labels(t: str) -> Iterator[tuple[int, float, str]]:
